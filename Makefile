@@ -1,0 +1,33 @@
+# dlrmbench: `make bench` runs the default benchmark, `make test` runs the tests. Both create .venv when missing.
+# GPU=1 installs the CUDA fbgemm-gpu of the same release instead of fbgemm-gpu-cpu.
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip install -q --disable-pip-version-check
+GPU    ?= 0
+STACK  := requirements/$(if $(filter 1,$(GPU)),gpu,cpu).txt
+STAMP  := $(VENV)/.installed-$(if $(filter 1,$(GPU)),gpu,cpu)
+PYTEST_ARGS ?=
+
+.PHONY: setup bench test perf lint clean
+setup: $(STAMP)
+
+$(STAMP): requirements/cpu.txt requirements/gpu.txt requirements/common.txt pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) -r $(STACK)
+	$(PIP) --no-deps torchrec==1.8.0
+	$(PIP) $$(grep -v -e '^torchrec' -e '^#' requirements/common.txt)
+	$(PIP) --no-deps -e .
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+bench: $(STAMP)
+	$(PY) -m benchmarks.run
+
+test: $(STAMP)
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(PY) -m ruff check embedding sharding benchmarks tests
+
+clean:
+	rm -rf $(VENV)

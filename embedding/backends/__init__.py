@@ -1,0 +1,22 @@
+"""Lookup backends behind one interface; `build_backend` picks one by name."""
+from __future__ import annotations
+
+import torch
+
+from ..spec import WorkloadSpec
+from .base import BackendError, LookupBackend, init_weights
+from .fbgemm_tbe import FbgemmTBE
+from .torch_bag import TorchEmbeddingBag
+from .torchrec_ebc import TorchRecEBC
+
+__all__ = ["BACKENDS", "BackendError", "LookupBackend", "build_backend", "init_weights"]
+
+BACKENDS: dict[str, type[LookupBackend]] = {"torch": TorchEmbeddingBag, "fbgemm": FbgemmTBE,
+                                            "torchrec": TorchRecEBC}
+
+
+def build_backend(name: str, spec: WorkloadSpec, weights: list[torch.Tensor], device: torch.device,
+                  precision: str = "fp32", learning_rate: float = 0.01) -> LookupBackend:
+    if name not in BACKENDS:
+        raise BackendError(f"unknown backend {name!r}; choose from {sorted(BACKENDS)}")
+    return BACKENDS[name](spec, weights, device, precision, learning_rate)

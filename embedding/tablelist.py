@@ -1,0 +1,56 @@
+"""A user's own tables as a workload: a CSV or YAML table list.
+
+Columns (CSV header or YAML keys): name, rows, dim, pooling (mean lookups per bag), optional alpha (Zipf; absent or
+0 = uniform access). YAML may be a list of mappings or a mapping with a `tables:` list.
+"""
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import yaml
+
+from .spec import AccessSpec, PoolingSpec, SpecError, TableSpec
+
+__all__ = ["REQUIRED_COLUMNS", "load_table_list", "table_from_row"]
+
+REQUIRED_COLUMNS = ("name", "rows", "dim", "pooling")
+
+
+def table_from_row(row: dict, where: str, dtype: str = "fp32") -> TableSpec:
+    missing = [c for c in REQUIRED_COLUMNS if row.get(c) in (None, "")]
+    if missing:
+        raise SpecError(f"{where}: missing column(s) {missing}; a table list needs {list(REQUIRED_COLUMNS)}")
+    try:
+        rows, dim, pooling = int(row["rows"]), int(row["dim"]), float(row["pooling"])
+        alpha = float(row.get("alpha") or 0.0)
+    except (TypeError, ValueError) as e:
+        raise SpecError(f"{where}: table {row['name']!r} has a non-numeric value ({e})") from e
+    if pooling < 1:
+        raise SpecError(f"{where}: table {row['name']!r} pooling must be ≥ 1, got {pooling}")
+    pool = PoolingSpec("fixed", pooling) if pooling.is_integer() else PoolingSpec("skewed", pooling)
+    access = AccessSpec("zipf", alpha) if alpha else AccessSpec("uniform")
+    return TableSpec(name=str(row["name"]), rows=rows, dim=dim, dtype=dtype, pooling=pool, access=access)
+
+
+def load_table_list(path: str | Path, dtype: str = "fp32") -> tuple[TableSpec, ...]:
+    path = Path(path)
+    if not path.is_file():
+        raise SpecError(f"table list {path}: no such file")
+    if path.suffix.lower() in (".yaml", ".yml"):
+        data = yaml.safe_load(path.read_text())
+        rows = data.get("tables") if isinstance(data, dict) else data
+        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+            raise SpecError(f"table list {path}: expected a list of tables (mappings)")
+        where = [f"table list {path}, entry {i}" for i in range(len(rows))]
+    else:
+        with open(path, newline="") as f:
+            reader = csv.DictReader(f)
+            missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
+            if missing:
+                raise SpecError(f"table list {path}: missing column(s) {missing} in header {reader.fieldnames}")
+            rows = list(reader)
+        where = [f"table list {path}, line {i + 2}" for i in range(len(rows))]
+    if not rows:
+        raise SpecError(f"table list {path}: no tables")
+    return tuple(table_from_row(r, w, dtype) for r, w in zip(rows, where, strict=True))

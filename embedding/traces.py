@@ -1,0 +1,191 @@
+"""Lookup traces in Meta's dlrm_datasets format, and statistics of any lookup stream.
+
+A trace file holds `(indices, offsets, lengths)` as saved by `torch.save`, plain or gzip-compressed:
+`lengths` (T, B), `offsets` (T·B + 1) running sums of `lengths.ravel()`, `indices` table-major. Files are read with
+`torch.load(weights_only=True)`, which refuses to unpickle code, and validated before use.
+"""
+from __future__ import annotations
+
+import gzip
+import os
+import tempfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .batch import Batch
+from .spec import AccessSpec, PoolingSpec, SpecError, TableSpec, WorkloadSpec
+
+__all__ = ["Trace", "TraceError", "load_trace", "save_trace", "trace_batches", "workload_from_trace",
+           "trace_statistics"]
+
+
+class TraceError(SpecError):
+    """A trace file that cannot be read or is inconsistent; the message names the file and the problem."""
+
+
+@dataclass(frozen=True)
+class Trace:
+    indices: np.ndarray  # (N,) int64
+    offsets: np.ndarray  # (T·B + 1,) int64
+    lengths: np.ndarray  # (T, B) int64
+
+    @property
+    def num_tables(self) -> int:
+        return self.lengths.shape[0]
+
+    @property
+    def batch_size(self) -> int:
+        return self.lengths.shape[1]
+
+    def rows_per_table(self) -> np.ndarray:
+        """Max index + 1 of each table (0 for a table with no lookups)."""
+        out = np.zeros(self.num_tables, dtype=np.int64)
+        bounds = self.offsets[:: self.batch_size]
+        for t in range(self.num_tables):
+            seg = self.indices[bounds[t]:bounds[t + 1]]
+            out[t] = int(seg.max()) + 1 if seg.size else 0
+        return out
+
+    def as_batch(self) -> Batch:
+        return Batch(lengths=self.lengths, indices=self.indices)
+
+
+def _open(path: Path):
+    with open(path, "rb") as f:
+        magic = f.read(2)
+    return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
+
+
+def load_trace(path: str | os.PathLike, rows: list[int] | None = None) -> Trace:
+    """Read and validate a trace; `rows` (one per table) also checks every index is below its table's rows."""
+    path = Path(path)
+    if not path.is_file():
+        raise TraceError(f"trace {path}: no such file")
+    try:
+        with _open(path) as f:
+            obj = torch.load(f, weights_only=True, map_location="cpu")
+    except (EOFError, OSError, zlib.error, gzip.BadGzipFile) as e:
+        raise TraceError(f"trace {path}: cannot be read ({type(e).__name__}: {e}); corrupt or truncated file?") from e
+    except Exception as e:  # the restricted unpickler raises plain Exceptions for foreign objects
+        raise TraceError(f"trace {path}: not a tensor triple that loads without code ({e})") from e
+    if not (isinstance(obj, (tuple, list)) and len(obj) == 3 and all(isinstance(x, torch.Tensor) for x in obj)):
+        raise TraceError(f"trace {path}: expected a tuple (indices, offsets, lengths) of tensors")
+    indices, offsets, lengths = (x.numpy().astype(np.int64, copy=False) for x in obj)
+    trace = Trace(indices=indices, offsets=offsets, lengths=lengths)
+    validate_trace(trace, str(path), rows)
+    return trace
+
+
+def validate_trace(trace: Trace, name: str = "trace", rows: list[int] | None = None) -> None:
+    ind, off, lens = trace.indices, trace.offsets, trace.lengths
+    if ind.ndim != 1 or off.ndim != 1 or lens.ndim != 2:
+        raise TraceError(f"{name}: shapes indices {ind.shape}, offsets {off.shape}, lengths {lens.shape}; "
+                         "expected (N,), (T·B+1,), (T, B)")
+    if off.size != lens.size + 1:
+        raise TraceError(f"{name}: offsets has {off.size} entries, lengths is {lens.shape} so T·B+1 = {lens.size + 1}")
+    if off[0] != 0 or np.any(np.diff(off) < 0):
+        raise TraceError(f"{name}: offsets must start at 0 and never decrease")
+    if off[-1] != ind.size:
+        raise TraceError(f"{name}: last offset {off[-1]} != number of indices {ind.size}")
+    if not np.array_equal(np.diff(off), lens.ravel()):
+        raise TraceError(f"{name}: offsets are not the running sums of lengths")
+    if ind.size and ind.min() < 0:
+        raise TraceError(f"{name}: negative index {int(ind.min())}")
+    if rows is not None:
+        if len(rows) != trace.num_tables:
+            raise TraceError(f"{name}: {trace.num_tables} tables in the trace, {len(rows)} in the workload")
+        have = trace.rows_per_table()
+        bad = np.nonzero(have > np.asarray(rows))[0]
+        if bad.size:
+            t = int(bad[0])
+            raise TraceError(f"{name}: table {t} has index {have[t] - 1}, out of range for {rows[t]} rows")
+
+
+def save_trace(path: str | os.PathLike, batch: Batch, compress: bool | None = None) -> None:
+    """Write a batch as a dlrm_datasets trace (gzip when `compress` or the name ends in .gz), atomically."""
+    path = Path(path)
+    compress = path.suffix == ".gz" if compress is None else compress
+    triple = (torch.from_numpy(np.ascontiguousarray(batch.indices)), torch.from_numpy(batch.offsets),
+              torch.from_numpy(np.ascontiguousarray(batch.lengths)))
+    fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as raw:
+            if compress:
+                with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=1) as f:
+                    torch.save(triple, f)
+            else:
+                torch.save(triple, raw)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def workload_from_trace(path: str, batch_size: int, num_batches: int = 0, dim: int = 64, seed: int = 0,
+                        mode: str = "inference", name: str | None = None) -> WorkloadSpec:
+    """A workload whose tables are the trace's (rows = max index + 1, floor 1; pooling = mean length) and whose
+    batches are the trace's samples cut into `batch_size` pieces (`num_batches` 0 = as many as fit)."""
+    trace = load_trace(path)
+    fit = trace.batch_size // batch_size
+    if fit == 0:
+        raise TraceError(f"trace {path}: {trace.batch_size} samples, fewer than batch_size {batch_size}")
+    mean_len = trace.lengths.mean(axis=1)
+    tables = tuple(
+        TableSpec(name=f"t{t}", rows=max(1, int(r)), dim=dim,
+                  pooling=PoolingSpec("skewed", max(1.0, float(mean_len[t]))), access=AccessSpec("trace"))
+        for t, r in enumerate(trace.rows_per_table()))
+    return WorkloadSpec(name=name or Path(path).name, tables=tables, batch_size=batch_size,
+                        num_batches=min(num_batches, fit) if num_batches else fit, seed=seed, mode=mode,
+                        trace=str(path))
+
+
+def trace_batches(spec: WorkloadSpec) -> list[Batch]:
+    """Cut the trace named by `spec.trace` into `spec.num_batches` batches of `spec.batch_size` samples."""
+    trace = load_trace(spec.trace, rows=[t.rows for t in spec.tables])
+    total, bs = trace.batch_size, spec.batch_size
+    if spec.num_batches * bs > total:
+        raise TraceError(f"trace {spec.trace}: {total} samples, fewer than {spec.num_batches} batches × {bs}")
+    rng = np.random.default_rng([spec.seed, 0xDE])
+    out = []
+    for b in range(spec.num_batches):
+        lo, hi = b * bs, (b + 1) * bs
+        pieces = [trace.indices[trace.offsets[t * total + lo]:trace.offsets[t * total + hi]]
+                  for t in range(trace.num_tables)]
+        out.append(Batch(lengths=np.ascontiguousarray(trace.lengths[:, lo:hi]), indices=np.concatenate(pieces),
+                         dense=rng.standard_normal((bs, spec.dense.num_dense_features), dtype=np.float32),
+                         labels=(rng.random(bs) < 0.5).astype(np.float32)))
+    return out
+
+
+def trace_statistics(batches: list[Batch], num_tables: int) -> dict:
+    """Locality of a lookup stream, per table and overall (keys = (table, row)).
+
+    unique_fraction: distinct keys / lookups. reuse_histogram: keys by how often they were looked up, in log2 bins
+    (bin i counts keys seen in [2^i, 2^(i+1)) lookups). hot1pct_share: share of lookups taken by the hottest 1% of
+    the distinct keys.
+    """
+    per_table = []
+    all_counts = []
+    for t in range(num_tables):
+        ids = np.concatenate([b.table_indices(t) for b in batches])
+        counts = np.unique(ids, return_counts=True)[1] if ids.size else np.zeros(0, dtype=np.int64)
+        all_counts.append(counts)
+        per_table.append(_count_stats(counts))
+    overall = _count_stats(np.concatenate(all_counts))
+    return {"overall": overall, "per_table": per_table}
+
+
+def _count_stats(counts: np.ndarray) -> dict:
+    lookups = int(counts.sum())
+    if lookups == 0:
+        return {"lookups": 0, "unique": 0, "unique_fraction": 0.0, "reuse_histogram": [], "hot1pct_share": 0.0}
+    bins = np.bincount(np.floor(np.log2(counts)).astype(np.int64))
+    top = max(1, int(np.ceil(0.01 * counts.size)))
+    hot = np.partition(counts, counts.size - top)[counts.size - top:].sum()
+    return {"lookups": lookups, "unique": int(counts.size), "unique_fraction": counts.size / lookups,
+            "reuse_histogram": bins.tolist(), "hot1pct_share": float(hot) / lookups}
+

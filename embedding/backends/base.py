@@ -59,7 +59,11 @@ class LookupBackend(ABC):
 
     def train_step(self, inputs: Any, grad_output: torch.Tensor) -> None:
         """Forward, backward of `grad_output`, optimizer update (in place)."""
-        raise BackendError(f"backend {self.name!r} does not train at precision {self.precision}")
+        self.forward(inputs).backward(grad_output)
+        self.after_backward()
+
+    def after_backward(self) -> None:  # noqa: B027 (a no-op by default, on purpose)
+        """Apply the optimizer once gradients have reached the tables (no-op where the update is fused)."""
 
     @abstractmethod
     def table_weights(self) -> list[torch.Tensor]:

@@ -97,8 +97,6 @@ class FbgemmTBE(LookupBackend):
     def forward(self, inputs) -> torch.Tensor:
         return self.tbe(*inputs)
 
-    def train_step(self, inputs, grad_output: torch.Tensor) -> None:
-        self.tbe(*inputs).backward(grad_output)  # the update happens inside the fused backward
 
     def table_weights(self) -> list[torch.Tensor]:
         if self.precision == "fp32":

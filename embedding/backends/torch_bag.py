@@ -61,10 +61,9 @@ class TorchEmbeddingBag(LookupBackend):
             return pooled.view(T, B, -1).transpose(0, 1).reshape(B, -1)  # (B, T·D)
         return torch.cat([bag(i, o) for bag, (i, o) in zip(self.bags, idx, strict=True)], dim=1)
 
-    def train_step(self, inputs, grad_output: torch.Tensor) -> None:
-        self.opt.zero_grad(set_to_none=True)
-        self.forward(inputs).backward(grad_output)
+    def after_backward(self) -> None:
         self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
 
     def table_weights(self) -> list[torch.Tensor]:
         if self.fused:

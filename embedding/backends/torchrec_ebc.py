@@ -51,8 +51,6 @@ class TorchRecEBC(LookupBackend):
     def forward(self, kjt) -> torch.Tensor:
         return self.ebc(kjt).values()
 
-    def train_step(self, kjt, grad_output: torch.Tensor) -> None:
-        self.ebc(kjt).values().backward(grad_output)
 
     def table_weights(self) -> list[torch.Tensor]:
         state = self.ebc.state_dict()

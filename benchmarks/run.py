@@ -1,0 +1,135 @@
+"""The Hydra app: `python -m benchmarks.run [overrides]` or `dlrmbench run [overrides]`; `-m` sweeps.
+
+workload → batches (generated before any timing) → each backend timed on them → ceilings → records → table.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import replace
+
+import hydra
+import torch
+from omegaconf import OmegaConf
+
+from embedding.backends import BackendError, init_weights
+from embedding.generate import generate_batches
+from embedding.spec import SpecError, WorkloadSpec
+from embedding.traces import trace_statistics
+from embedding.workload_config import build_workload
+
+from .compose import CONF_DIR
+from .config import Config, register_configs
+from .local import harness_overhead, make_backend, run_backend, run_model
+from .records import append_records, environment, git_sha, metric, new_run_id
+from .report_table import print_table
+
+register_configs()
+
+
+def _check_memory(spec: WorkloadSpec, fraction: float) -> None:
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    need = spec.total_bytes
+    if need > fraction * total:
+        biggest = max(spec.tables, key=lambda t: t.bytes)
+        raise SpecError(f"workload {spec.name!r} needs {need / 2**30:.1f} GiB of tables, more than "
+                        f"{fraction:.0%} of this machine's {total / 2**30:.1f} GiB; cap rows with "
+                        f"workload.max_rows=N (largest table {biggest.name!r}: {biggest.rows} rows)")
+
+
+def workload_summary(spec: WorkloadSpec) -> dict:
+    out = {"name": spec.name, "tables": spec.num_tables, "batch_size": spec.batch_size,
+           "num_batches": spec.num_batches, "mode": spec.mode, "seed": spec.seed,
+           "lookups_per_sample": spec.lookups_per_sample, "table_bytes": spec.total_bytes,
+           "dims": sorted({t.dim for t in spec.tables}), "trace": spec.trace}
+    if spec.row_cap:
+        out["row_cap"] = spec.row_cap
+        out["capped_tables"] = spec.capped_tables
+        out["original_table_bytes"] = float(sum(r * t.row_bytes for r, t in zip(spec.original_rows, spec.tables,
+                                                                                    strict=True)))
+    return out
+
+
+def execute(cfg: Config) -> list[dict]:
+    """Run the configured benchmark and return its records (nothing is written here)."""
+    from embedding.backends import BACKENDS
+
+    unknown = [n for n in cfg.backend.names if n not in BACKENDS]
+    if unknown or not cfg.backend.names:
+        raise BackendError(f"unknown backend(s) {unknown}; choose from {sorted(BACKENDS)}")
+    spec = build_workload(cfg.workload)
+    _check_memory(spec, cfg.bench.max_memory_fraction)
+    if cfg.bench.threads:
+        torch.set_num_threads(cfg.bench.threads)
+    generate_batches(replace(spec, num_batches=1, batch_size=min(spec.batch_size, 8)))  # compile/load numba code
+    t0 = time.perf_counter()
+    batches = generate_batches(spec)
+    gen_s = time.perf_counter() - t0
+    lookups = sum(b.num_lookups for b in batches)
+    stats = trace_statistics(batches, spec.num_tables)
+    weights = init_weights(spec)
+    base = {"run_id": new_run_id(), "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "git_sha": git_sha(),
+            "config": OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True), "env": environment(),
+            "workload": workload_summary(spec), "workload_stats": stats["overall"],
+            "placement": cfg.placement.name, "precision": cfg.backend.precision}
+    records = [dict(base, kind="generation", backend=None, metrics=[
+        metric("generation_rate", lookups / gen_s, "indices/s",
+               f"{lookups} indices of {len(batches)} batches (lengths, indices, dense features) in one timed "
+               "call of generate_batches, before any backend ran" + (" (read from the trace)" if spec.trace else ""))])]
+    progress = _progress(len(cfg.backend.names) * (2 if cfg.bench.model else 1), cfg.output.progress)
+    equal_dims = len({t.dim for t in spec.tables}) == 1 and spec.tables[0].dim == spec.dense.bottom_mlp[-1]
+    for name in cfg.backend.names:
+        result = run_backend(name, spec, batches, weights, cfg.placement, cfg.backend, cfg.bench)
+        records.append(dict(base, kind="lookup", backend=name, kernel=result.kernel, optimizer=result.optimizer,
+                            metrics=result.metrics))
+        progress.update()
+        if cfg.bench.model:
+            if equal_dims:
+                m = run_model(name, spec, batches, weights, cfg.placement, cfg.backend, cfg.bench)
+                records.append(dict(base, kind="model", backend=name, kernel=m.kernel, optimizer=m.optimizer,
+                                    metrics=m.metrics))
+            progress.update()
+    progress.close()
+    if cfg.bench.overhead:
+        backend = make_backend(cfg.backend.names[0], spec, weights, cfg.placement, cfg.backend)
+        inputs = [backend.prepare(b) for b in batches]
+        records.append(dict(base, kind="overhead", backend=backend.name, metrics=[harness_overhead(
+            backend, inputs, spec.mode == "train", spec.batch_size, max(cfg.bench.repeats, 20))]))
+    if cfg.bench.ceilings:
+        from .ceilings import measure_ceilings
+
+        row_bytes = int(round(sum(t.row_bytes * t.pooling.expected for t in spec.tables) / spec.lookups_per_sample))
+        rows_per_batch = int(round(lookups / len(batches)))
+        ceil = measure_ceilings(row_bytes, rows_per_batch, torch.device(cfg.placement.device),
+                                cfg.bench.ceiling_buffer_mib)
+        records.append(dict(base, kind="ceiling", backend=None, metrics=ceil))
+        gather = next(m["value"] for m in ceil if m["name"] == "gather_rows_bw")
+        for r in records:
+            if r["kind"] == "lookup":
+                rows_bw = next(m["value"] for m in r["metrics"] if m["name"] == "rows_bw")
+                r["metrics"].append(metric("ratio_to_gather", rows_bw / gather, "×",
+                                           "rows_bw of this backend / gather_rows_bw measured in the same run"))
+    return records
+
+
+def _progress(total: int, enabled: bool):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc="backends", disable=None if enabled else True, file=sys.stderr, leave=False)
+
+
+@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
+def main(cfg: Config) -> None:
+    try:
+        records = execute(cfg)
+    except (SpecError, BackendError) as e:
+        print(f"dlrmbench: error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
+    append_records(cfg.output.records, records)
+    print_table(records)
+    print(f"\n{len(records)} records appended to {cfg.output.records} (run {records[0]['run_id']})")
+
+
+if __name__ == "__main__":
+    main()

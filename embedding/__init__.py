@@ -1,0 +1,1 @@
+"""dlrmbench: embedding."""

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 from hydra.core.config_store import ConfigStore
 
+from embedding.cache.config import CacheConfig
+from embedding.nmp.config import NmpConfig
 from embedding.workload_config import WorkloadConfig
 
 __all__ = ["BackendConfig", "PlacementConfig", "BenchConfig", "OutputConfig", "Config", "register_configs"]
@@ -64,6 +66,10 @@ class Config:
     placement: PlacementConfig = field(default_factory=PlacementConfig)
     bench: BenchConfig = field(default_factory=BenchConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
+    cache: CacheConfig = field(default_factory=CacheConfig)
+    """cache simulation or two-tier cached execution on the same batches (policy off = none)"""
+    nmp: NmpConfig = field(default_factory=NmpConfig)
+    """near-memory (RecNMP-style) emulation of the same batches (enabled false = none)"""
 
 
 def register_configs() -> None:

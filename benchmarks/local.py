@@ -45,15 +45,12 @@ def make_backend(name: str, spec: WorkloadSpec, weights, placement: PlacementCon
 
 
 def _step_fn(backend: LookupBackend, inputs: list, train: bool, batch_size: int):
+    """The call the harness times: a training step, or a bare forward (the caller holds torch.no_grad once)."""
     if train:
         g = torch.Generator().manual_seed(1)
         grad = torch.randn(batch_size, sum(backend.dims), generator=g).to(backend.device)
         return lambda i: backend.train_step(inputs[i], grad)
-
-    def infer(i):
-        with torch.no_grad():
-            return backend.forward(inputs[i])
-    return infer
+    return lambda i: backend.forward(inputs[i])
 
 
 def run_backend(name: str, spec: WorkloadSpec, batches: list[Batch], weights, placement: PlacementConfig,
@@ -61,8 +58,9 @@ def run_backend(name: str, spec: WorkloadSpec, batches: list[Batch], weights, pl
     backend = make_backend(name, spec, weights, placement, cfg)
     inputs = [backend.prepare(b) for b in batches]
     train = spec.mode == "train"
-    timing = time_calls(_step_fn(backend, inputs, train, spec.batch_size), len(inputs), bench.warmup,
-                        bench.repeats, backend.device)
+    with torch.set_grad_enabled(train):
+        timing = time_calls(_step_fn(backend, inputs, train, spec.batch_size), len(inputs), bench.warmup,
+                            bench.repeats, backend.device)
     index_bytes = 4 if cfg.precision in ("fp16", "int8") and name == "fbgemm" else 8
     traffic = [batch_traffic(spec, b.lengths, cfg.precision, index_bytes) for b in batches]
     what = "training step (forward, backward, optimizer)" if train else "forward (torch.no_grad)"
@@ -89,7 +87,7 @@ def run_model(name: str, spec: WorkloadSpec, batches: list[Batch], weights, plac
     model = DLRM(spec, backend, cfg.learning_rate)
     inputs = [model.prepare(b) for b in batches]
     train = spec.mode == "train"
-    fn = (lambda i: model.train_step(inputs[i])) if train else (lambda i: model.predict(inputs[i]))
+    fn = (lambda i: model.train_step(inputs[i])) if train else (lambda i: model.predict(inputs[i]))  # noqa: E731
     timing = time_calls(fn, len(inputs), bench.warmup, bench.repeats, backend.device)
     what = "DLRM training step (BCE loss, backward, SGD dense + table optimizer)" if train else "DLRM inference"
     how = f"{what} per batch, {bench.repeats} timed calls after {bench.warmup} warm-up, {timing.clock}"
@@ -117,7 +115,8 @@ def harness_overhead(backend: LookupBackend, inputs: list, train: bool, batch_si
                     backend.forward(inputs[k % n])
         bare = time.perf_counter() - t0
         t0 = time.perf_counter()
-        time_calls(fn, n, 0, calls, backend.device)
+        with torch.set_grad_enabled(train):
+            time_calls(fn, n, 0, calls, backend.device)
         harness = time.perf_counter() - t0
         ratios.append(harness / bare)
     r = np.array(ratios) - 1

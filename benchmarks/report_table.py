@@ -40,12 +40,21 @@ def format_table(records: list[dict]) -> str:
         rows.append(row)
     widths = [max(len(x) for x in col) for col in zip(head, *rows, strict=False)]
     fmt_row = lambda r: "  ".join(x.rjust(n) if i else x.ljust(n) for i, (x, n) in enumerate(zip(r, widths, strict=True)))  # noqa: E731
-    lines += [fmt_row(head), fmt_row(["-" * n for n in widths])] + [fmt_row(r) for r in rows]
+    if rows:
+        lines += [fmt_row(head), fmt_row(["-" * n for n in widths])] + [fmt_row(r) for r in rows]
     for r in records:
         if r["kind"] in ("ceiling", "generation", "overhead"):
             for m in r["metrics"]:
                 val = f"{m['value'] / 1e6:.1f} M{m['unit']}" if m["unit"] == "indices/s" else f"{m['value']:.2f} {m['unit']}"
                 lines.append(f"{m['name']:>18}: {val}  ({m['method']})")
+    for r in records:
+        if r["kind"] in ("cache", "nmp"):
+            lines.append(f"{r['kind']} (overall; per-table figures are in the record):")
+            for m in r["metrics"]:
+                if "table" not in m:
+                    v = m["value"]
+                    val = f"{int(v):,}" if float(v).is_integer() and abs(v) < 1e15 else f"{v:,.4g}"
+                    lines.append(f"  {m['name']:>32}: {val} {m['unit']}")
     lines.append("ms/batch: median time per batch; GB/s: rows + indices + offsets + outputs moved / time "
                  "(formula in each record); × gather: rows GB/s / random-gather rows GB/s measured in this run")
     return "\n".join(lines)

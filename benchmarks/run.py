@@ -11,10 +11,14 @@ from dataclasses import replace
 
 import hydra
 import torch
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ValidationError
 
 from embedding.backends import BackendError, init_weights
+from embedding.cache.config import CacheConfigError
+from embedding.cache.simulate import CacheInputError
 from embedding.generate import generate_batches
+from embedding.nmp.config import NmpConfigError
 from embedding.spec import SpecError, WorkloadSpec
 from embedding.traces import trace_statistics
 from embedding.workload_config import build_workload
@@ -26,6 +30,9 @@ from .records import append_records, environment, git_sha, metric, new_run_id
 from .report_table import print_table
 
 register_configs()
+
+# Errors that mean bad input (config, trace, table list): reported in one line, exit 2, no record written.
+INPUT_ERRORS = (SpecError, BackendError, CacheConfigError, CacheInputError, NmpConfigError, ValidationError)
 
 
 def _check_memory(spec: WorkloadSpec, fraction: float) -> None:
@@ -56,8 +63,9 @@ def execute(cfg: Config) -> list[dict]:
     from embedding.backends import BACKENDS
 
     unknown = [n for n in cfg.backend.names if n not in BACKENDS]
-    if unknown or not cfg.backend.names:
-        raise BackendError(f"unknown backend(s) {unknown}; choose from {sorted(BACKENDS)}")
+    emulating = cfg.cache.policy != "off" or cfg.nmp.enabled
+    if unknown or not (cfg.backend.names or emulating):
+        raise BackendError(f"unknown backend(s) {unknown or '(none given)'}; choose from {sorted(BACKENDS)}")
     spec = build_workload(cfg.workload)
     _check_memory(spec, cfg.bench.max_memory_fraction)
     if cfg.bench.threads:
@@ -91,12 +99,20 @@ def execute(cfg: Config) -> list[dict]:
                                     metrics=m.metrics))
             progress.update()
     progress.close()
-    if cfg.bench.overhead:
+    if cfg.cache.policy != "off":
+        from embedding.cache.run import run_cache
+
+        records.append(dict(base, kind="cache", backend=None, metrics=run_cache(cfg.cache, spec, batches)))
+    if cfg.nmp.enabled:
+        from embedding.nmp.run import run_nmp
+
+        records.append(dict(base, kind="nmp", backend=None, metrics=run_nmp(cfg.nmp, spec, batches)))
+    if cfg.bench.overhead and cfg.backend.names:
         backend = make_backend(cfg.backend.names[0], spec, weights, cfg.placement, cfg.backend)
         inputs = [backend.prepare(b) for b in batches]
         records.append(dict(base, kind="overhead", backend=backend.name, metrics=[harness_overhead(
             backend, inputs, spec.mode == "train", spec.batch_size, max(cfg.bench.repeats, 20))]))
-    if cfg.bench.ceilings:
+    if cfg.bench.ceilings and cfg.backend.names:
         from .ceilings import measure_ceilings
 
         row_bytes = int(round(sum(t.row_bytes * t.pooling.expected for t in spec.tables) / spec.lookups_per_sample))
@@ -120,10 +136,10 @@ def _progress(total: int, enabled: bool):
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
-def main(cfg: Config) -> None:
+def main(cfg: DictConfig) -> None:
     try:
-        records = execute(cfg)
-    except (SpecError, BackendError) as e:
+        records = execute(OmegaConf.to_object(cfg))  # dataclasses: each part's __post_init__ validates it
+    except INPUT_ERRORS as e:
         print(f"dlrmbench: error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
     append_records(cfg.output.records, records)

@@ -1,0 +1,138 @@
+"""Sharding benchmark: per table set and optimizer, wall time, predicted cost, ratio to the lower bound,
+TorchRec's estimate of the same plan, feasibility.
+
+  .venv/bin/python -m benchmarks.plan_bench                      # all sets; TorchRec's planner on criteo only
+  .venv/bin/python -m benchmarks.plan_bench --torchrec all --torchrec-timeout 120 --out results/plan_bench.jsonl
+TorchRec's planner runs in a child process killed at the timeout, reported as "no plan in X s".
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import time
+from typing import Any
+
+from sharding import (
+    BASELINES,
+    CostModel,
+    PlanError,
+    PlanWorkload,
+    load_topology,
+    lower_bound,
+    optimize,
+    validate_plan,
+)
+from sharding.tablesets import load_tables
+
+__all__ = ["SETS", "run_set", "main"]
+
+# (label, tables, hardware preset, ranks, batch per rank)
+SETS = {
+    "criteo_tb/8": ("criteo_terabyte", "dgx_h100", 8, 8192),  # MLPerf global batch 65,536 over 8 GPUs
+    "random100/16": ("random:100:1", "dgx_h100_x2", 16, 512),
+    "t856/128": ("dlrm_t856", "dgx_h100_x16", 128, 512),
+    "random500/64": ("random:500:5", "dgx_h100_x8", 64, 512),
+}
+
+
+def _torchrec_child(q: Any, tables: str, hw: str, ranks: int, batch: int) -> None:
+    from sharding.torchrec_adapter import run_torchrec_planner
+    wl = PlanWorkload(load_tables(tables), batch, "train")
+    t0 = time.perf_counter()
+    try:
+        plan = run_torchrec_planner(wl, load_topology(hw, ranks))
+        q.put(("ok", time.perf_counter() - t0, plan.to_dict()))
+    except Exception as e:
+        q.put(("error", time.perf_counter() - t0, f"{type(e).__name__}: {e}"[:200]))
+
+
+def _torchrec(tables: str, hw: str, ranks: int, batch: int, timeout: float) -> tuple[str, float, Any]:
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=_torchrec_child, args=(q, tables, hw, ranks, batch), daemon=True)
+    t0 = time.perf_counter()
+    p.start()
+    try:
+        return q.get(timeout=timeout)
+    except Exception:
+        return "timeout", time.perf_counter() - t0, f"no plan in {timeout:.0f} s"
+    finally:
+        if p.is_alive():
+            p.kill()
+        p.join()
+
+
+def run_set(label: str, run_torchrec: bool, timeout: float, estimate: bool) -> list[dict[str, Any]]:
+    from sharding.plan import ShardingPlan
+    from sharding.torchrec_adapter import torchrec_estimate
+
+    tables, hw, ranks, batch = SETS[label]
+    wl = PlanWorkload(load_tables(tables), batch, "train")
+    topo = load_topology(hw, ranks)
+    cost = CostModel(wl, topo)
+    lb = lower_bound(cost).value
+    rows = []
+    names = ["ours", *BASELINES] + (["torchrec"] if run_torchrec else [])
+    for name in names:
+        row: dict[str, Any] = {"set": label, "optimizer": name, "tables": len(wl.tables), "ranks": ranks}
+        t0 = time.perf_counter()
+        try:
+            if name == "torchrec":
+                status, wall, payload = _torchrec(tables, hw, ranks, batch, timeout)
+                if status != "ok":
+                    raise PlanError(payload)
+                plan = ShardingPlan.from_dict(payload)
+            else:
+                plan = optimize(wl, topo) if name == "ours" else BASELINES[name](wl, topo)
+                wall = time.perf_counter() - t0
+            validate_plan(plan, wl, topo, cost)
+            c = cost.plan_cost(plan)
+            row.update(wall_s=wall, cost_ms=c * 1e3, lower_bound_ms=lb * 1e3, ratio=c / lb, feasible="yes")
+            if estimate:
+                row["torchrec_est_ms"] = torchrec_estimate(plan, wl, topo)["perf_ms"]
+        except PlanError as e:
+            row.update(wall_s=time.perf_counter() - t0 if name != "torchrec" else wall, feasible=f"no: {e}"[:90])
+        rows.append(row)
+    return rows
+
+
+def _fmt(x: Any, spec: str) -> str:
+    return format(x, spec) if isinstance(x, float) else "—"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sets", nargs="*", default=list(SETS), choices=list(SETS))
+    ap.add_argument("--torchrec", choices=["none", "criteo", "all"], default="criteo",
+                    help="where to run TorchRec's planner (slow: 100 tables/16 ranks ≈ 26 s here)")
+    ap.add_argument("--torchrec-timeout", type=float, default=60.0)
+    ap.add_argument("--no-estimate", action="store_true", help="skip TorchRec's estimator on each plan")
+    ap.add_argument("--out", default=None, help="append metric records (JSON lines) here")
+    args = ap.parse_args(argv)
+    print(f"{'set':<14} {'optimizer':<20} {'wall s':>8} {'cost ms':>9} {'ratio LB':>8} {'TorchRec est ms':>15}  "
+          "feasible")
+    records = []
+    for label in args.sets:
+        trec = args.torchrec == "all" or (args.torchrec == "criteo" and label.startswith("criteo"))
+        for r in run_set(label, trec, args.torchrec_timeout, not args.no_estimate):
+            print(f"{r['set']:<14} {r['optimizer']:<20} {_fmt(r.get('wall_s'), '8.3f')} "
+                  f"{_fmt(r.get('cost_ms'), '9.4f')} {_fmt(r.get('ratio'), '8.3f')} "
+                  f"{_fmt(r.get('torchrec_est_ms'), '15.4f')}  {r['feasible']}", flush=True)
+            records.append(r)
+    if args.out:
+        with open(args.out, "a") as f:
+            for r in records:
+                metrics = [{"name": k, "value": r[k], "unit": u, "method": m} for k, u, m in (
+                    ("wall_s", "s", "perf_counter around one planning call on this machine"),
+                    ("cost_ms", "ms", "dlrmbench cost model: slowest rank's fwd+bwd compute + comms + latency"),
+                    ("ratio", "x", "cost / dlrmbench lower bound (sharding.bounds)"),
+                    ("torchrec_est_ms", "ms", "TorchRec 1.8 perf estimator, max over ranks of summed shard perf"),
+                ) if isinstance(r.get(k), float)]
+                f.write(json.dumps({"benchmark": "plan_bench", **{k: r[k] for k in ("set", "optimizer", "tables",
+                                    "ranks", "feasible")}, "metrics": metrics}) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

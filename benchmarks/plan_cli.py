@@ -1,0 +1,204 @@
+"""`dlrmbench plan ...` and `dlrmbench compare ...`: plan tables onto hardware with any optimizer, compare plans.
+
+  plan --tables criteo_terabyte --hardware dgx_h100 --ranks 8 --optimizer ours --out plan.json
+  compare a.json b.json --png compare.png
+Bad input: one message on stderr, exit code 2, nothing written.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from embedding.spec import SpecError
+from sharding import (
+    BASELINES,
+    CostModel,
+    PlanError,
+    PlanWorkload,
+    ShardingPlan,
+    TopologyError,
+    load_topology,
+    lower_bound,
+    optimize,
+    validate_plan,
+)
+from sharding.tablesets import load_tables
+
+__all__ = ["main", "make_plan", "rank_table", "context_from_meta"]
+
+OPTIMIZERS = ["ours", "torchrec", *BASELINES]
+
+
+def make_plan(optimizer: str, wl: PlanWorkload, topo: Any, time_limit: float = 1.0,
+              torchrec_timeout: int | None = None) -> ShardingPlan:
+    if optimizer == "ours":
+        return optimize(wl, topo, time_limit=time_limit)
+    if optimizer == "torchrec":
+        from sharding.torchrec_adapter import run_torchrec_planner
+        return run_torchrec_planner(wl, topo, timeout_s=torchrec_timeout)
+    return BASELINES[optimizer](wl, topo)
+
+
+def rank_table(plan: ShardingPlan, cost: CostModel) -> str:
+    tiers = [t.name for t in cost.topology.tiers]
+    head = f"{'rank':>5} {'compute ms':>11} {'comms ms':>9} {'total ms':>9} " + " ".join(
+        f"{t + ' GB':>9}" for t in tiers) + f" {'shards':>6}"
+    lines = [head]
+    for r in cost.breakdown(plan):
+        lines.append(f"{r.rank:>5} {r.compute * 1e3:>11.4f} {r.comms * 1e3:>9.4f} {r.total * 1e3:>9.4f} "
+                     + " ".join(f"{r.memory.get(t, 0) / 1e9:>9.3f}" for t in tiers) + f" {r.shards:>6}")
+    return "\n".join(lines)
+
+
+def _annotate(plan: ShardingPlan, cost: CostModel, context: dict[str, Any], wall_s: float, estimate: bool) -> None:
+    lb = lower_bound(cost)
+    c = cost.plan_cost(plan)
+    plan.meta.update({"context": context, "plan_wall_s": wall_s, "cost_s": c, "lower_bound": lb.to_dict(),
+                      "ratio_to_lower_bound": c / lb.value, "per_rank": [r.to_dict() for r in cost.breakdown(plan)],
+                      "topology": cost.topology.to_dict()})
+    if estimate:
+        from sharding.torchrec_adapter import torchrec_estimate
+        try:
+            plan.meta["torchrec_estimate"] = torchrec_estimate(plan, cost.workload, cost.topology)
+        except Exception as e:  # an estimate that TorchRec cannot make is reported, not fatal
+            plan.meta["torchrec_estimate"] = {"error": f"{type(e).__name__}: {e}"[:300]}
+
+
+def context_from_meta(plan: ShardingPlan) -> tuple[PlanWorkload, Any]:
+    ctx = plan.meta.get("context")
+    if not ctx:
+        raise PlanError("plan file records no context (tables, hardware): pass --tables, --hardware, --ranks")
+    wl = PlanWorkload(load_tables(ctx["tables"]), ctx["batch_size"], ctx["mode"])
+    return wl, load_topology(ctx["hardware"], ctx["ranks"])
+
+
+def _plan(args: argparse.Namespace) -> int:
+    topo = load_topology(args.hardware, args.ranks)
+    wl = PlanWorkload(load_tables(args.tables), args.batch_size, args.mode)
+    t0 = time.perf_counter()
+    plan = make_plan(args.optimizer, wl, topo, args.time_limit, args.torchrec_timeout)
+    wall = time.perf_counter() - t0
+    cost = CostModel(wl, topo)
+    validate_plan(plan, wl, topo, cost)
+    ctx = {"tables": args.tables, "hardware": args.hardware, "ranks": topo.world_size, "batch_size": args.batch_size,
+           "mode": args.mode, "optimizer": args.optimizer}
+    _annotate(plan, cost, ctx, wall, not args.no_torchrec_estimate)
+    print(rank_table(plan, cost))
+    m = plan.meta
+    est = m.get("torchrec_estimate", {}).get("perf_ms")
+    print(f"{args.optimizer}: {len(wl.tables)} tables on {topo.world_size} ranks planned in {wall:.3f} s; cost "
+          f"{m['cost_s'] * 1e3:.4f} ms (slowest rank), lower bound {m['lower_bound']['lower_bound_s'] * 1e3:.4f} ms, "
+          f"ratio {m['ratio_to_lower_bound']:.3f}" + (f", TorchRec estimate {est:.4f} ms" if est else ""))
+    plan.save(args.out)
+    print(f"wrote {args.out}")
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    plans = [ShardingPlan.load(p) for p in args.plans]
+    if args.tables:
+        topo = load_topology(args.hardware, args.ranks)
+        wl = PlanWorkload(load_tables(args.tables), args.batch_size, args.mode)
+    else:
+        wl, topo = context_from_meta(plans[0])
+    cost = CostModel(wl, topo)
+    for path, p in zip(args.plans, plans, strict=False):
+        try:
+            validate_plan(p, wl, topo, cost)
+        except PlanError as e:
+            raise PlanError(f"{path}: {e}") from None
+    lb = lower_bound(cost).value
+    print(f"{'plan':<28} {'optimizer':<20} {'cost ms':>9} {'ratio':>6} {'max mem GB':>10} {'TorchRec est ms':>15}")
+    for path, p in zip(args.plans, plans, strict=False):
+        ranks = cost.breakdown(p)
+        est = p.meta.get("torchrec_estimate", {}).get("perf_ms")
+        print(f"{Path(path).name:<28} {p.optimizer:<20} {max(r.total for r in ranks) * 1e3:>9.4f} "
+              f"{max(r.total for r in ranks) / lb:>6.3f} {max(sum(r.memory.values()) for r in ranks) / 1e9:>10.3f} "
+              f"{est if est is not None else float('nan'):>15.4f}")
+    if args.png:
+        _png(args.png, args.plans, plans, cost)
+        print(f"wrote {args.png}")
+    return 0
+
+
+def _png(out: str, paths: list[str], plans: list[ShardingPlan], cost: CostModel) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, axes = plt.subplots(2, len(plans), figsize=(4 + 3 * len(plans), 6), squeeze=False, sharey="row")
+    for i, (path, p) in enumerate(zip(paths, plans, strict=False)):
+        ranks = cost.breakdown(p)
+        x = np.arange(len(ranks))
+        comp = np.array([r.compute for r in ranks]) * 1e3
+        comm = np.array([r.comms for r in ranks]) * 1e3
+        ax = axes[0][i]
+        ax.bar(x, comp, label="compute")
+        ax.bar(x, comm, bottom=comp, label="communication")
+        ax.set_title(f"{p.optimizer or Path(path).stem}: {max(comp + comm):.3f} ms", fontsize=9)
+        ax.set_xlabel("rank")
+        bottom = np.zeros(len(ranks))
+        for t in cost.topology.tiers:
+            m = np.array([r.memory.get(t.name, 0.0) for r in ranks]) / 1e9
+            axes[1][i].bar(x, m, bottom=bottom, label=t.name)
+            bottom += m
+        axes[1][i].set_xlabel("rank")
+    axes[0][0].set_ylabel("predicted ms / iteration")
+    axes[1][0].set_ylabel("memory GB")
+    axes[0][0].legend(fontsize=8)
+    axes[1][0].legend(fontsize=8)
+    fig.tight_layout()
+    fd, tmp = tempfile.mkstemp(dir=Path(out).parent or ".", suffix=".png")
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=100)
+        os.replace(tmp, out)
+    finally:
+        plt.close(fig)
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="dlrmbench", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    def workload_args(p: argparse.ArgumentParser, required: bool) -> None:
+        p.add_argument("--tables", required=required,
+                       help="workload preset (conf/workload), table-list CSV/YAML, or random:COUNT[:SEED]")
+        p.add_argument("--hardware", default="dgx_h100", help="conf/hardware preset name or YAML path")
+        p.add_argument("--ranks", type=int, default=None, help="resize the hardware to N ranks")
+        p.add_argument("--batch-size", type=int, default=512, help="batch per rank (TorchRec convention)")
+        p.add_argument("--mode", choices=["train", "inference"], default="train")
+
+    p = sub.add_parser("plan", help="plan tables onto hardware")
+    workload_args(p, True)
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default="ours")
+    p.add_argument("--out", required=True, help="plan JSON to write")
+    p.add_argument("--time-limit", type=float, default=0.8, help="ours: seconds of search")
+    p.add_argument("--torchrec-timeout", type=int, default=None, help="torchrec: planner timeout (s)")
+    p.add_argument("--no-torchrec-estimate", action="store_true", help="skip TorchRec's estimate of the plan")
+    c = sub.add_parser("compare", help="compare plans for one workload")
+    c.add_argument("plans", nargs="+")
+    workload_args(c, False)
+    c.add_argument("--png", default=None, help="write per-rank stacked bars here")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return _plan(args) if args.command == "plan" else _compare(args)
+    except (PlanError, TopologyError, SpecError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,192 @@
+"""Configuration of the near-memory lookup emulator: DRAM geometry, DDR timings, placement, execution mode, energy.
+
+One dataclass tree (`NmpConfig`) for the Hydra group `nmp`; every field is checked in `__post_init__` so a config
+that exists can be emulated. Defaults are RecNMP's simulated system (Ke et al., ISCA 2020): DDR4-2400,
+4 channels × 1 DIMM × 2 ranks, open page, FR-FCFS with 32-entry queues.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["DramGeometry", "DramTimings", "EnergyParams", "NmpConfig", "NmpConfigError", "MAPPINGS", "MODES",
+           "NMP_INST_BITS", "BURST_BYTES"]
+
+MAPPINGS = ("skylake", "random", "page_colour")
+MODES = ("host", "recnmp", "tensordimm")
+NMP_INST_BITS = 79  # RecNMP instruction: DDR cmd, vsize, DRAM address, weight, locality bit, psum tag
+BURST_BYTES = 64  # one BL8 burst on a 64-bit DDR4 data bus
+
+
+class NmpConfigError(ValueError):
+    """A DRAM or NMP configuration that cannot be emulated; the message names the offending field."""
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise NmpConfigError(message)
+
+
+def _pow2(x: int) -> bool:
+    return x > 0 and (x & (x - 1)) == 0
+
+
+@dataclass
+class DramGeometry:
+    """Organisation of the memory system. Every count must be a power of two (the mappings slice address bits)."""
+
+    channels: int = 4
+    dimms_per_channel: int = 1
+    ranks_per_dimm: int = 2
+    bank_groups: int = 4
+    banks_per_group: int = 4
+    rows: int = 65536
+    columns: int = 1024
+    """Columns per row, each `bus_bytes` wide: row buffer = columns × bus_bytes (8 KiB for a DDR4 x8 rank)."""
+    bus_bytes: int = 8
+    capacity_gib: float = 0.0
+    """Declared total capacity; 0 derives it. A non-zero value must equal the product of the counts."""
+
+    def __post_init__(self) -> None:
+        for name in ("channels", "dimms_per_channel", "ranks_per_dimm", "bank_groups", "banks_per_group", "rows",
+                     "columns", "bus_bytes"):
+            value = getattr(self, name)
+            _require(isinstance(value, int) and value > 0, f"geometry.{name} must be a positive integer, got {value!r}")
+            _require(_pow2(value), f"geometry.{name} must be a power of two, got {value}")
+        _require(self.row_buffer_bytes >= BURST_BYTES, f"geometry: a row buffer of {self.row_buffer_bytes} B is "
+                 f"smaller than one {BURST_BYTES} B burst")
+        if self.capacity_gib:
+            derived = self.capacity_bytes / 2**30
+            _require(abs(derived - self.capacity_gib) < 1e-9, f"geometry does not multiply out: channels × DIMMs × "
+                     f"ranks × banks × rows × row buffer = {derived:g} GiB, but capacity_gib = {self.capacity_gib:g}")
+
+    @property
+    def ranks_per_channel(self) -> int:
+        return self.dimms_per_channel * self.ranks_per_dimm
+
+    @property
+    def total_ranks(self) -> int:
+        return self.channels * self.ranks_per_channel
+
+    @property
+    def banks_per_rank(self) -> int:
+        return self.bank_groups * self.banks_per_group
+
+    @property
+    def row_buffer_bytes(self) -> int:
+        return self.columns * self.bus_bytes
+
+    @property
+    def rank_bytes(self) -> int:
+        return self.banks_per_rank * self.rows * self.row_buffer_bytes
+
+    @property
+    def capacity_bytes(self) -> int:
+        return self.total_ranks * self.rank_bytes
+
+
+@dataclass
+class DramTimings:
+    """DDR timings in memory-clock cycles (DDR4-2400: 1200 MHz, tCK 0.833 ns)."""
+
+    clock_mhz: float = 1200.0
+    tRCD: int = 16
+    tCL: int = 16
+    tRP: int = 16
+    tRC: int = 55
+    tBL: int = 4
+    """Data-bus cycles of one BL8 burst (8 transfers at double data rate)."""
+    tCCD_S: int = 4
+    tCCD_L: int = 6
+    tRRD_S: int = 4
+    tRRD_L: int = 6
+    tFAW: int = 26
+    tRTP: int = 9
+
+    def __post_init__(self) -> None:
+        _require(self.clock_mhz > 0, f"timings.clock_mhz must be > 0, got {self.clock_mhz}")
+        for name in ("tRCD", "tCL", "tRP", "tRC", "tBL", "tCCD_S", "tCCD_L", "tRRD_S", "tRRD_L", "tFAW", "tRTP"):
+            value = getattr(self, name)
+            _require(isinstance(value, int) and value >= 0, f"timings.{name} must be a non-negative integer number "
+                     f"of cycles, got {value!r}")
+        _require(self.tBL > 0, "timings.tBL must be > 0")
+        _require(self.tRC >= self.tRP, f"timings: tRC ({self.tRC}) must be ≥ tRP ({self.tRP}), tRAS = tRC − tRP")
+
+    @property
+    def tRAS(self) -> int:
+        return self.tRC - self.tRP
+
+    def as_array(self) -> list[int]:
+        """Order used by the numba kernels (see timing.py)."""
+        return [self.tRCD, self.tCL, self.tRP, self.tRC, self.tRAS, self.tBL, self.tCCD_S, self.tCCD_L, self.tRRD_S,
+                self.tRRD_L, self.tFAW, self.tRTP]
+
+
+@dataclass
+class EnergyParams:
+    """Memory energy per event (RecNMP's parameters)."""
+
+    act_nj: float = 2.1
+    rd_pj_per_bit: float = 14.0
+    io_pj_per_bit: float = 22.0
+    rankcache_pj_per_access: float = 50.0
+
+    def __post_init__(self) -> None:
+        for name in ("act_nj", "rd_pj_per_bit", "io_pj_per_bit", "rankcache_pj_per_access"):
+            _require(getattr(self, name) >= 0, f"energy.{name} must be ≥ 0, got {getattr(self, name)}")
+
+
+@dataclass
+class NmpConfig:
+    """Near-memory lookup emulation: what memory, where tables live, and how lookups execute."""
+
+    enabled: bool = True
+    """False (conf nmp=off): nothing is emulated."""
+    mode: str = "recnmp"
+    """host (baseline only), recnmp (rank-level pooling), tensordimm (vectors sliced across ranks)."""
+    mapping: str = "page_colour"
+    """skylake: tables contiguous, Skylake-like interleave; random: random 4 KiB frames + that interleave;
+    page_colour: each table's pages in one rank (colour = table mod ranks)."""
+    geometry: DramGeometry = field(default_factory=DramGeometry)
+    timings: DramTimings = field(default_factory=DramTimings)
+    energy: EnergyParams = field(default_factory=EnergyParams)
+    queue_entries: int = 32
+    """FR-FCFS window per channel (host) or per rank within a packet (NMP)."""
+    packet_poolings: int = 16
+    """Poolings per NMP packet (4-bit psum tag)."""
+    packet_sync: bool = False
+    """True: ranks start each packet together (the slowest rank sets its time). False: a rank may run one packet
+    ahead (instructions are buffered one packet ahead of the slowest rank)."""
+    ca_bits_per_cycle: int = 80
+    """Channel C/A bits per memory cycle for NMP instructions; 80 sends one 79-bit instruction per cycle."""
+    ca_bits_per_command: int = 27
+    """C/A bits of one plain DDR4 command (host mode), for command bytes and I/O energy."""
+    rankcache_bytes: int = 0
+    """Per-rank RankCache capacity (LRU, one entry per vector); 0 disables it."""
+    hot_threshold: int = 0
+    """Locality bit set for indices seen more than this many times in a batch; 0 marks every lookup."""
+    table_aware: bool = False
+    """Table-aware packet scheduling: each rank walks its tables one at a time, packets still span all ranks."""
+    seed: int = 0
+    """Seed of the random page placement."""
+
+    def __post_init__(self) -> None:
+        _require(self.mode in MODES, f"nmp.mode {self.mode!r} is not one of {MODES}")
+        _require(self.mapping in MAPPINGS, f"nmp.mapping {self.mapping!r} is not one of {MAPPINGS}")
+        if isinstance(self.geometry, dict):  # plain dicts from YAML or kwargs
+            self.geometry = DramGeometry(**self.geometry)
+        if isinstance(self.timings, dict):
+            self.timings = DramTimings(**self.timings)
+        if isinstance(self.energy, dict):
+            self.energy = EnergyParams(**self.energy)
+        _require(self.queue_entries >= 1, f"nmp.queue_entries must be ≥ 1, got {self.queue_entries}")
+        _require(1 <= self.packet_poolings <= 16, f"nmp.packet_poolings must be in 1..16 (4-bit psum tag), got "
+                 f"{self.packet_poolings}")
+        _require(self.ca_bits_per_cycle >= 1, f"nmp.ca_bits_per_cycle must be ≥ 1, got {self.ca_bits_per_cycle}")
+        _require(self.ca_bits_per_command >= 1, f"nmp.ca_bits_per_command must be ≥ 1, got {self.ca_bits_per_command}")
+        _require(self.rankcache_bytes >= 0, f"nmp.rankcache_bytes must be ≥ 0, got {self.rankcache_bytes}")
+        _require(self.hot_threshold >= 0, f"nmp.hot_threshold must be ≥ 0, got {self.hot_threshold}")
+
+    @property
+    def inst_cycles(self) -> int:
+        """C/A cycles one NMP instruction occupies."""
+        return -(-NMP_INST_BITS // self.ca_bits_per_cycle)

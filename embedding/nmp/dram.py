@@ -1,0 +1,137 @@
+"""Physical placement of embedding rows and the address mapping onto channel / rank / bank / row / column.
+
+Vectorised numpy: every lookup is mapped in one pass. Tables are laid out with rows padded to a power-of-two
+stride (≥ 64 B), each table starting on a 4 KiB page. The decoded fields are what the timing kernels consume.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from embedding.nmp.config import BURST_BYTES, NmpConfig, NmpConfigError
+
+__all__ = ["DecodedLookups", "map_lookups", "row_strides"]
+
+PAGE_BYTES = 4096
+_GRANULE_MIN_BITS = 8  # Skylake-like channel interleave at 256 B
+
+
+@dataclass(frozen=True)
+class DecodedLookups:
+    channel: np.ndarray  # (N,) int64
+    rank: np.ndarray  # (N,) int64, rank within the channel (dimm × ranks_per_dimm + rank)
+    bank: np.ndarray  # (N,) int64, bank within the rank (bank_group × banks_per_group + bank)
+    row: np.ndarray  # (N,) int64
+    column: np.ndarray  # (N,) int64, first burst's column (in bursts)
+    bursts: np.ndarray  # (N,) int64, BL8 bursts per vector
+    key: np.ndarray  # (N,) int64, physical vector address / stride: identifies a vector for the RankCache
+
+
+def row_strides(row_bytes: np.ndarray) -> np.ndarray:
+    """Bytes a row occupies in memory: next power of two ≥ max(row bytes, one burst)."""
+    rb = np.maximum(np.asarray(row_bytes, dtype=np.int64), BURST_BYTES)
+    return (1 << np.ceil(np.log2(rb)).astype(np.int64)).astype(np.int64)
+
+
+def _bits(x: int) -> int:
+    return int(x).bit_length() - 1
+
+
+def _table_bases(sizes: np.ndarray) -> np.ndarray:
+    """Start of each table when packed one after another on 4 KiB pages."""
+    pages = -(-sizes // PAGE_BYTES)
+    bases = np.zeros(len(sizes), dtype=np.int64)
+    np.cumsum(pages[:-1] * PAGE_BYTES, out=bases[1:])
+    return bases
+
+
+def _decode(addr: np.ndarray, cfg: NmpConfig, channel_bits: int, rank_bits: int, granule_bits: int):
+    """Skylake-like bit slicing, low to high: burst offset, column-low (within the interleave granule), channel,
+    bank group, column-high, bank, rank, row. Channel, bank group and bank are XOR-hashed with row bits so that
+    strided tables still spread (as Intel's address hashing does)."""
+    g = cfg.geometry
+    line = addr >> 6  # in bursts
+    col_low_bits = granule_bits - 6
+    col_bits = _bits(g.row_buffer_bytes // BURST_BYTES)
+    if col_low_bits > col_bits:
+        raise NmpConfigError(f"a {1 << granule_bits} B vector does not fit a {g.row_buffer_bytes} B DRAM row")
+    bg_bits, bk_bits = _bits(g.bank_groups), _bits(g.banks_per_group)
+    pos = 0
+    col_low = line & ((1 << col_low_bits) - 1)
+    pos += col_low_bits
+    channel = (line >> pos) & ((1 << channel_bits) - 1)
+    pos += channel_bits
+    bg = (line >> pos) & ((1 << bg_bits) - 1)
+    pos += bg_bits
+    col_high = (line >> pos) & ((1 << (col_bits - col_low_bits)) - 1)
+    pos += col_bits - col_low_bits
+    bank = (line >> pos) & ((1 << bk_bits) - 1)
+    pos += bk_bits
+    rank = (line >> pos) & ((1 << rank_bits) - 1)
+    pos += rank_bits
+    row = line >> pos
+    channel ^= row & ((1 << channel_bits) - 1)
+    bg ^= (row >> channel_bits) & ((1 << bg_bits) - 1)
+    bank ^= (row >> (channel_bits + bg_bits)) & ((1 << bk_bits) - 1)
+    column = col_low | (col_high << col_low_bits)
+    return channel, rank, bg * g.banks_per_group + bank, row, column
+
+
+def _scatter_pages(pages: np.ndarray, frame_bits: int, seed: int) -> np.ndarray:
+    """A seeded bijection of page numbers onto frames in [0, 2^frame_bits): random-looking placement without
+    materialising a permutation of every frame (affine maps with odd multipliers and xor-shifts are invertible)."""
+    rng = np.random.default_rng(seed)
+    mask = np.int64((1 << frame_bits) - 1)
+    x = pages.astype(np.int64) & mask
+    for _ in range(3):
+        mult = np.int64(int(rng.integers(1, 1 << 30)) | 1)
+        add = np.int64(int(rng.integers(0, 1 << 30)))
+        x = (x * mult + add) & mask
+        x ^= x >> max(1, frame_bits // 2)
+    return x
+
+
+def map_lookups(cfg: NmpConfig, tables: np.ndarray, rows: np.ndarray, table_rows: np.ndarray,
+                row_bytes: np.ndarray) -> DecodedLookups:
+    """Decode lookups (table id, row id) into DRAM coordinates under `cfg.mapping`.
+
+    Raises NmpConfigError if the tables do not fit (in total, or per rank for page colouring).
+    """
+    g = cfg.geometry
+    table_rows = np.asarray(table_rows, dtype=np.int64)
+    stride = row_strides(row_bytes)
+    sizes = table_rows * stride
+    tables = np.asarray(tables, dtype=np.int64)
+    rows = np.asarray(rows, dtype=np.int64)
+    granule_bits = max(_GRANULE_MIN_BITS, _bits(int(stride.max())))
+    if cfg.mapping == "page_colour":
+        colour = np.arange(len(table_rows), dtype=np.int64) % g.total_ranks
+        bases = np.zeros(len(table_rows), dtype=np.int64)
+        for c in np.unique(colour):
+            members = np.flatnonzero(colour == c)
+            bases[members] = _table_bases(sizes[members])
+            used = bases[members[-1]] + sizes[members[-1]]
+            if used > g.rank_bytes:
+                raise NmpConfigError(f"mapping exceeds capacity: tables {members.tolist()[:8]} coloured to rank {c} "
+                                     f"need {used / 2**30:.3g} GiB, a rank holds {g.rank_bytes / 2**30:.3g} GiB")
+        addr = bases[tables] + rows * stride[tables]
+        _, _, bank, row, column = _decode(addr, cfg, 0, 0, granule_bits)
+        glob = colour[tables]
+        channel, rank = glob % g.channels, glob // g.channels
+    else:
+        bases = _table_bases(sizes)
+        total = int(bases[-1] + sizes[-1])
+        if total > g.capacity_bytes:
+            raise NmpConfigError(f"mapping exceeds capacity: tables need {total / 2**30:.3g} GiB, memory holds "
+                                 f"{g.capacity_bytes / 2**30:.3g} GiB")
+        addr = bases[tables] + rows * stride[tables]
+        if cfg.mapping == "random":
+            frame_bits = _bits(g.capacity_bytes // PAGE_BYTES)
+            addr = (_scatter_pages(addr >> 12, frame_bits, cfg.seed) << 12) | (addr & (PAGE_BYTES - 1))
+        channel, rank, bank, row, column = _decode(addr, cfg, _bits(g.channels), _bits(g.ranks_per_channel),
+                                                   granule_bits)
+    bursts = -(-np.asarray(row_bytes, dtype=np.int64)[tables] // BURST_BYTES)
+    key = ((bases[tables] + rows * stride[tables]) >> 6) * np.int64(g.total_ranks) + (channel * g.ranks_per_channel
+                                                                                      + rank)
+    return DecodedLookups(channel, rank, bank, row, column, bursts, key)

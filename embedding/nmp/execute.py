@@ -1,0 +1,263 @@
+"""Two execution modes over one lookup stream: the host baseline and near-memory pooling (RecNMP / TensorDIMM).
+
+Numpy does the bookkeeping (placement, packets, send order, locality bits); the numba kernels in timing.py do the
+cycle accounting, one channel at a time (channels are independent; a batch ends when its slowest channel ends).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from numba import typed, types
+
+from embedding.nmp.config import BURST_BYTES, NMP_INST_BITS, NmpConfig, NmpConfigError
+from embedding.nmp.dram import DecodedLookups, map_lookups, row_strides
+from embedding.nmp.timing import host_channel, lru_filter, new_state, nmp_channel
+
+__all__ = ["LookupStream", "ModeResult", "RankCache", "emulate_host", "emulate_nmp", "emulate_batch"]
+
+
+@dataclass(frozen=True)
+class LookupStream:
+    """One batch of lookups: lookup i reads row rows[i] of table tables[i] for pooling poolings[i].
+
+    Poolings are served in increasing id order (the order the host issues them); table_rows and row_bytes
+    describe every table (index = table id).
+    """
+
+    tables: np.ndarray  # (N,) int64
+    rows: np.ndarray  # (N,) int64
+    poolings: np.ndarray  # (N,) int64
+    table_rows: np.ndarray  # (T,) int64
+    row_bytes: np.ndarray  # (T,) int64
+
+    def __post_init__(self) -> None:
+        n = self.tables.shape[0]
+        if self.rows.shape != (n,) or self.poolings.shape != (n,):
+            raise NmpConfigError(f"lookup arrays differ in length: tables {self.tables.shape}, rows "
+                                 f"{self.rows.shape}, poolings {self.poolings.shape}")
+        if self.table_rows.shape != self.row_bytes.shape or self.table_rows.size == 0:
+            raise NmpConfigError("table_rows and row_bytes must list the same, non-zero number of tables")
+        if np.any(self.row_bytes <= 0) or np.any(self.table_rows <= 0):
+            raise NmpConfigError("every table needs rows > 0 and row_bytes > 0")
+        if n and (self.tables.min() < 0 or self.tables.max() >= self.table_rows.size):
+            raise NmpConfigError(f"table ids must lie in [0, {self.table_rows.size})")
+        if n and (self.rows.min() < 0 or np.any(self.rows >= self.table_rows[self.tables])):
+            raise NmpConfigError("a row id lies outside its table")
+        if n and self.poolings.min() < 0:
+            raise NmpConfigError("pooling ids must be ≥ 0")
+
+    @classmethod
+    def from_arrays(cls, tables, rows, poolings, table_rows, row_bytes) -> LookupStream:
+        as64 = lambda a: np.ascontiguousarray(a, dtype=np.int64)  # noqa: E731
+        return cls(as64(tables), as64(rows), as64(poolings), as64(table_rows), as64(row_bytes))
+
+    @classmethod
+    def from_batch(cls, batch, table_rows, row_bytes) -> LookupStream:
+        """From a table-major CSR `embedding.batch.Batch`: one pooling per bag (t, b), numbered sample-major
+        (b·T + t) because the SLS operators of all tables run concurrently on the host."""
+        t_count, b_count = batch.lengths.shape
+        lengths = batch.lengths.ravel()
+        tables = np.repeat(np.arange(t_count, dtype=np.int64), batch.lengths.sum(axis=1))
+        bag = np.repeat(np.arange(t_count * b_count, dtype=np.int64), lengths)
+        poolings = (bag % b_count) * t_count + bag // b_count
+        return cls.from_arrays(tables, batch.indices, poolings, table_rows, row_bytes)
+
+    @property
+    def num_lookups(self) -> int:
+        return int(self.tables.size)
+
+
+@dataclass
+class ModeResult:
+    """Counters of one execution mode over one batch (cycles are memory-clock cycles)."""
+
+    lookups: int
+    cycles: int
+    channel_data_bytes: float
+    channel_cmd_bytes: float
+    dram_bytes: float
+    acts: int
+    precharges: int
+    dram_accesses: int
+    row_hits: int
+    cache_probes: int = 0
+    cache_hits: int = 0
+    packet_latency: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+
+class RankCache:
+    """Per-rank LRU RankCache state, kept across batches (one entry per vector)."""
+
+    def __init__(self, ranks: int, entries: int):
+        self.entries = entries
+        self.table = typed.Dict.empty(key_type=types.int64, value_type=types.int64)
+        self.slot_key = np.zeros((ranks, max(entries, 1)), np.int64)
+        self.prv = np.full((ranks, max(entries, 1)), -1, np.int64)
+        self.nxt = np.full((ranks, max(entries, 1)), -1, np.int64)
+        self.head = np.full(ranks, -1, np.int64)
+        self.tail = np.full(ranks, -1, np.int64)
+        self.size = np.zeros(ranks, np.int64)
+
+    @classmethod
+    def for_config(cls, cfg: NmpConfig, row_bytes: np.ndarray) -> RankCache:
+        """Entries = rankcache_bytes / the largest vector a rank stores (a TensorDIMM rank holds 1/R of it)."""
+        entry = int(row_strides(row_bytes).max())
+        if cfg.mode == "tensordimm":
+            entry = max(BURST_BYTES, entry // cfg.geometry.ranks_per_channel)
+        return cls(cfg.geometry.total_ranks, cfg.rankcache_bytes // entry)
+
+    def filter(self, keys: np.ndarray, ranks: np.ndarray, flags: np.ndarray) -> np.ndarray:
+        hit = np.zeros(keys.shape[0], np.bool_)
+        if self.entries > 0:
+            lru_filter(keys, ranks, flags, self.entries, self.table, self.slot_key, self.prv, self.nxt, self.head,
+                       self.tail, self.size, hit)
+        return hit
+
+
+def _bounds(sorted_ids: np.ndarray, count: int) -> np.ndarray:
+    return np.searchsorted(sorted_ids, np.arange(count + 1)).astype(np.int64)
+
+
+def emulate_host(cfg: NmpConfig, d: DecodedLookups, poolings: np.ndarray) -> ModeResult:
+    """Host baseline: poolings in id order, FR-FCFS per channel, every burst crosses the channel data bus."""
+    g = cfg.geometry
+    order = np.lexsort((poolings, d.channel))
+    starts = _bounds(d.channel[order], g.channels)
+    tp = np.asarray(cfg.timings.as_array(), np.int64)
+    stats = np.zeros(4, np.int64)
+    cycles = 0
+    for c in range(g.channels):
+        sel = order[starts[c]:starts[c + 1]]
+        if sel.size == 0:
+            continue
+        finish = np.zeros(sel.size, np.int64)
+        local = np.arange(sel.size, dtype=np.int64)
+        st = new_state(g.ranks_per_channel, g.banks_per_rank, g.bank_groups)
+        cycles = max(cycles, host_channel(local, d.rank[sel], d.bank[sel], d.row[sel], d.bursts[sel],
+                                          cfg.queue_entries, tp, g.banks_per_group, st, finish, stats))
+    commands = int(stats[1] + stats[2] + stats[3])
+    return ModeResult(lookups=int(d.row.size), cycles=int(cycles), channel_data_bytes=float(stats[2] * BURST_BYTES),
+                      channel_cmd_bytes=commands * cfg.ca_bits_per_command / 8, dram_bytes=float(stats[2] * BURST_BYTES),
+                      acts=int(stats[1]), precharges=int(stats[3]), dram_accesses=int(d.row.size),
+                      row_hits=int(stats[0]))
+
+
+def _locality_bits(key: np.ndarray, threshold: int) -> np.ndarray:
+    """Hot-entry profiling: the locality bit is set for vectors looked up more than `threshold` times."""
+    if threshold == 0:
+        return np.ones(key.size, np.bool_)
+    _, inverse, counts = np.unique(key, return_inverse=True, return_counts=True)
+    return counts[inverse] > threshold
+
+
+def _tensordimm_split(cfg: NmpConfig, d: DecodedLookups, tables: np.ndarray, poolings: np.ndarray):
+    """TensorDIMM: each vector's 64 B slices are spread over all ranks of its channel (rank k holds slices
+    k, k + R, ...); every rank reads its slices at the same rank-local address."""
+    ranks = cfg.geometry.ranks_per_channel
+    parts = np.minimum(d.bursts, ranks)
+    src = np.repeat(np.arange(d.row.size), parts)
+    k = np.arange(src.size) - np.repeat(np.cumsum(parts) - parts, parts)
+    bursts = d.bursts[src] // ranks + (k < d.bursts[src] % ranks)
+    sub = DecodedLookups(d.channel[src], k, d.bank[src], d.row[src], d.column[src], bursts,
+                         d.key[src] * ranks + k)
+    return sub, tables[src], poolings[src], (k == 0)
+
+
+def emulate_nmp(cfg: NmpConfig, d: DecodedLookups, tables: np.ndarray, poolings: np.ndarray,
+                row_bytes: np.ndarray, cache: RankCache) -> ModeResult:
+    """Near-memory pooling: per channel, packets of ≤ packet_poolings poolings, instructions sent round-robin
+    over the ranks, DRAM work per rank (FR-FCFS within the packet), RankCache hits skip DRAM."""
+    g = cfg.geometry
+    rpc = g.ranks_per_channel
+    lookups = int(d.row.size)
+    sends_inst = np.ones(lookups, np.bool_)
+    if cfg.mode == "tensordimm":
+        d, tables, poolings, sends_inst = _tensordimm_split(cfg, d, tables, poolings)
+    n = d.row.size
+    # packets: (channel, pooling) pairs in issue order, 16 per packet and channel
+    pair_key = d.channel * (int(poolings.max()) + 1) + poolings
+    pairs, first, pair_of = np.unique(pair_key, return_index=True, return_inverse=True)
+    pair_channel = d.channel[first]
+    if cfg.table_aware:
+        home = d.rank[first] if cfg.mode == "recnmp" else np.zeros(pairs.size, np.int64)
+        by_home = np.lexsort((poolings[first], tables[first], home, pair_channel))
+        pos = np.empty(pairs.size, np.int64)
+        grp = pair_channel[by_home] * rpc + home[by_home]
+        gstart = np.searchsorted(grp, grp, side="left")
+        pos[by_home] = np.arange(pairs.size) - gstart
+        pair_order = np.lexsort((home, pos, pair_channel))
+    else:
+        pair_order = np.arange(pairs.size)  # np.unique sorted them by (channel, pooling)
+    seq = np.empty(pairs.size, np.int64)
+    seq[pair_order] = np.arange(pairs.size) - np.searchsorted(pair_channel[pair_order], pair_channel[pair_order])
+    local_packet = seq // cfg.packet_poolings
+    packets_per_channel = np.zeros(g.channels, np.int64)
+    np.maximum.at(packets_per_channel, pair_channel, local_packet + 1)
+    packet_base = np.concatenate(([0], np.cumsum(packets_per_channel)))
+    packet = (packet_base[pair_channel] + local_packet)[pair_of]  # (n,) global packet id
+    # send order: within a packet, round-robin over ranks, each rank's lookups in pooling order
+    within = np.lexsort((np.arange(n), seq[pair_of], d.rank, packet))
+    grp = packet[within] * rpc + d.rank[within]
+    rr = np.empty(n, np.int64)
+    rr[within] = np.arange(n) - np.searchsorted(grp, grp)
+    send = np.lexsort((d.rank, rr, packet))
+    flags = _locality_bits(d.key, cfg.hot_threshold)
+    hit = cache.filter(d.key[send], (d.channel * rpc + d.rank)[send], flags[send])
+    # per-packet psums: one vector per (pooling, DIMM) touched for RecNMP, per (pooling, channel) for TensorDIMM
+    unit = d.rank // g.ranks_per_dimm if cfg.mode == "recnmp" else np.zeros(n, np.int64)
+    psum_key = np.unique((packet * (int(poolings.max()) + 1) + poolings) * g.dimms_per_channel + unit)
+    psum_pool = (psum_key // g.dimms_per_channel) % (int(poolings.max()) + 1)
+    psum_packet = psum_key // g.dimms_per_channel // (int(poolings.max()) + 1)
+    pool_table = np.zeros(int(poolings.max()) + 1, np.int64)
+    pool_table[poolings] = tables
+    psum_b = -(-row_bytes[pool_table[psum_pool]] // BURST_BYTES)
+    psum_bursts = np.bincount(psum_packet, weights=psum_b, minlength=int(packet_base[-1])).astype(np.int64)
+
+    tp = np.asarray(cfg.timings.as_array(), np.int64)
+    stats = np.zeros(4, np.int64)
+    latencies = []
+    cycles = 0
+    sp, sr, sb, srow, sbursts = packet[send], d.rank[send], d.bank[send], d.row[send], d.bursts[send]
+    chan_sorted = d.channel[send]
+    cstart = _bounds(chan_sorted, g.channels)
+    inst_cycles = cfg.inst_cycles
+    for c in range(g.channels):
+        lo, hi = cstart[c], cstart[c + 1]
+        if hi == lo:
+            continue
+        npk = int(packets_per_channel[c])
+        lp = sp[lo:hi] - packet_base[c]
+        packet_starts = _bounds(lp, npk)
+        miss = np.flatnonzero(~hit[lo:hi])
+        gkey = lp[miss] * rpc + sr[lo:hi][miss]
+        group_order = miss[np.argsort(gkey, kind="stable")]
+        group_starts = _bounds(np.sort(gkey), npk * rpc)
+        finish = np.zeros(hi - lo, np.int64)
+        lat = np.zeros(npk, np.int64)
+        st = new_state(rpc, g.banks_per_rank, g.bank_groups)
+        cost = np.where(sends_inst[send][lo:hi], inst_cycles, 0).astype(np.int64)
+        cycles = max(cycles, nmp_channel(np.arange(hi - lo, dtype=np.int64), packet_starts, group_order,
+                                         group_starts, rpc, sr[lo:hi], sb[lo:hi], srow[lo:hi], sbursts[lo:hi],
+                                         hit[lo:hi], psum_bursts[packet_base[c]:packet_base[c + 1]], cost,
+                                         cfg.queue_entries, tp, g.banks_per_group, cfg.packet_sync, st, finish, stats,
+                                         lat))
+        latencies.append(lat)
+    psum_bytes = float(psum_bursts.sum() * BURST_BYTES)
+    return ModeResult(lookups=lookups, cycles=int(cycles), channel_data_bytes=psum_bytes,
+                      channel_cmd_bytes=lookups * NMP_INST_BITS / 8, dram_bytes=float(stats[2] * BURST_BYTES),
+                      acts=int(stats[1]), precharges=int(stats[3]), dram_accesses=int(n - hit.sum()),
+                      row_hits=int(stats[0]), cache_probes=int(flags.sum()) if cache.entries else 0,
+                      cache_hits=int(hit.sum()), packet_latency=np.concatenate(latencies) if latencies else
+                      np.zeros(0, np.int64))
+
+
+def emulate_batch(cfg: NmpConfig, stream: LookupStream, cache: RankCache | None = None) -> dict[str, ModeResult]:
+    """Run the host baseline and (unless cfg.mode == 'host') the NMP mode over one batch."""
+    d = map_lookups(cfg, stream.tables, stream.rows, stream.table_rows, stream.row_bytes)
+    out = {"host": emulate_host(cfg, d, stream.poolings)}
+    if cfg.mode != "host" and stream.num_lookups:
+        if cache is None:
+            cache = RankCache.for_config(cfg, stream.row_bytes)
+        out["nmp"] = emulate_nmp(cfg, d, stream.tables, stream.poolings, stream.row_bytes, cache)
+    return out

@@ -1,0 +1,278 @@
+"""Numba kernels: DDR command scheduling (FR-FCFS, open page) and the per-rank LRU RankCache.
+
+The scheduler is event-driven, not cycle-stepped: for each request it picks (first-ready: oldest row hit in the
+window, else the request whose activation could issue first) and computes the earliest cycle of each DDR command (PRE, ACT, RD per burst) from the bank,
+rank and bus state. Command and data buses are cycle reservations, so a command or burst may fill an earlier
+gap, as a real controller interleaves commands of different banks. The bursts of one vector (same bank group) are
+spaced max(tCCD_L, 2·tBL) so that another bank group's burst can fill the slot between them (tCCD_S = tBL).
+
+Timing vector `tp` (DramTimings.as_array): tRCD tCL tRP tRC tRAS tBL tCCD_S tCCD_L tRRD_S tRRD_L tFAW tRTP.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = ["new_state", "serve", "host_channel", "nmp_channel", "lru_filter"]
+
+RING_BITS = 14
+RING_MASK = (1 << RING_BITS) - 1
+NEVER = -(1 << 40)
+
+
+def new_state(ranks: int, banks: int, bank_groups: int) -> tuple:
+    """Fresh DRAM state of one channel: all banks closed, buses idle."""
+    return (np.full((ranks, banks), -1, np.int64),  # open row
+            np.full((ranks, banks), NEVER, np.int64),  # last ACT per bank
+            np.full((ranks, banks), NEVER, np.int64),  # last RD per bank
+            np.full(ranks, NEVER, np.int64), np.zeros(ranks, np.int64),  # last ACT per rank, its bank group
+            np.full((ranks, 4), NEVER, np.int64), np.zeros(ranks, np.int64),  # tFAW window of 4 ACTs, pointer
+            np.full((ranks, bank_groups), NEVER, np.int64),  # last column command per bank group
+            np.full((ranks, 1 << RING_BITS), -1, np.int64),  # data-bus cycle ring per bus (index 0 when shared)
+            np.full((ranks, 1 << RING_BITS), -1, np.int64),  # command-slot ring per bus
+            np.zeros(ranks, np.int64))  # data-bus low watermark per bus
+
+
+@njit(cache=True)
+def _slot(ring, bus, t):
+    """Earliest free command slot ≥ t on `bus`, reserved."""
+    while ring[bus, t & RING_MASK] == t:
+        t += 1
+    ring[bus, t & RING_MASK] = t
+    return t
+
+
+@njit(cache=True)
+def _column_slot(ring, data, low, bus, t, tCL, tBL):
+    """Earliest t' ≥ t with a free command slot at t' and tBL free data cycles from t' + tCL; reserves both.
+    low[bus]: every data cycle below it is taken or in a hole too short for a burst, so the search skips it."""
+    t = max(t, low[bus] - tCL)
+    while True:
+        if ring[bus, t & RING_MASK] == t:
+            t += 1
+            continue
+        clash = -1
+        for k in range(tBL):
+            c = t + tCL + k
+            if data[bus, c & RING_MASK] == c:
+                clash = k
+        if clash < 0:
+            break
+        t += clash + 1
+    ring[bus, t & RING_MASK] = t
+    for k in range(tBL):
+        c = t + tCL + k
+        data[bus, c & RING_MASK] = c
+    c = low[bus]
+    while True:
+        if data[bus, c & RING_MASK] == c:
+            c += 1
+            continue
+        run = 0
+        while run < tBL and data[bus, (c + run) & RING_MASK] != c + run and c + run < t + tCL:
+            run += 1
+        if run < tBL and c + run < t + tCL:
+            c += run  # a hole shorter than a burst, closed in by bursts on both sides: dead
+            continue
+        break
+    low[bus] = c
+    return t
+
+
+@njit(cache=True)
+def serve(order, lo, hi, rank, bank, row, bursts, earliest, window, tp, banks_per_group, per_rank_bus, st,
+          finish, stats):
+    """Serve requests order[lo:hi] (queue order) with FR-FCFS over `window` entries; writes finish[i] (cycle the
+    last data beat leaves) and adds to stats = [row hits, ACT, RD bursts, PRE]. Returns the last finish."""
+    open_row, bank_act, bank_rd, rank_act, rank_act_bg, faw, faw_ptr, bg_col, data, ring, low = st
+    tRCD, tCL, tRP, tRC, tRAS, tBL, tCCD_S, tCCD_L, tRRD_S, tRRD_L, tFAW, tRTP = (
+        tp[0], tp[1], tp[2], tp[3], tp[4], tp[5], tp[6], tp[7], tp[8], tp[9], tp[10], tp[11])
+    win = np.empty(window, np.int64)
+    win_t = np.zeros(window, np.int64)  # cycle the entry got its queue slot (the column issue of its predecessor)
+    nin = 0
+    nxt = lo
+    while nin < window and nxt < hi:
+        win[nin] = order[nxt]
+        win_t[nin] = NEVER
+        nin += 1
+        nxt += 1
+    last = 0
+    now = NEVER  # the latest ACT issued so far: a request ready by then is issuable at once
+    while nin > 0:
+        # first-ready: the oldest row hit, else the request whose ACT could issue first (oldest on ties)
+        pick = 0
+        best = 1 << 62
+        for j in range(nin):
+            i = win[j]
+            r = rank[i]
+            b = bank[i]
+            if open_row[r, b] == row[i]:
+                pick = j
+                break
+            ready = max(earliest[i], win_t[j], bank_act[r, b] + tRC, faw[r, faw_ptr[r]] + tFAW, rank_act[r] + tRRD_S)
+            if open_row[r, b] >= 0:
+                ready = max(ready, bank_rd[r, b] + tRTP + tRP)
+            if ready < best:
+                best = ready
+                pick = j
+                if ready <= now:  # already issuable: nothing later in the window can start earlier
+                    break
+        i = win[pick]
+        e = max(earliest[i], win_t[pick])
+        for j in range(pick, nin - 1):
+            win[j] = win[j + 1]
+            win_t[j] = win_t[j + 1]
+        nin -= 1
+        r = rank[i]
+        b = bank[i]
+        bg = b // banks_per_group
+        bus = r if per_rank_bus else 0
+        if open_row[r, b] == row[i]:
+            stats[0] += 1
+            tcol = max(e, bank_act[r, b] + tRCD)
+        else:
+            tact = max(e, bank_act[r, b] + tRC)
+            if open_row[r, b] >= 0:
+                tpre = max(e, bank_act[r, b] + tRAS, bank_rd[r, b] + tRTP)
+                tpre = _slot(ring, bus, tpre)
+                stats[3] += 1
+                tact = max(tact, tpre + tRP)
+            tact = max(tact, rank_act[r] + (tRRD_L if rank_act_bg[r] == bg else tRRD_S))
+            tact = max(tact, faw[r, faw_ptr[r]] + tFAW)
+            tact = _slot(ring, bus, tact)
+            faw[r, faw_ptr[r]] = tact
+            now = max(now, tact)
+            faw_ptr[r] = (faw_ptr[r] + 1) & 3
+            rank_act[r] = tact
+            rank_act_bg[r] = bg
+            bank_act[r, b] = tact
+            open_row[r, b] = row[i]
+            stats[1] += 1
+            tcol = tact + tRCD
+        # bursts of one vector hit one bank group: space them so another bank group's burst fits between
+        gap = max(tCCD_L, 2 * tBL) if bursts[i] > 1 else tCCD_L
+        t = tcol
+        for k in range(bursts[i]):
+            t = max(tcol, bg_col[r, bg] + (gap if k > 0 else tCCD_L))
+            if tCCD_S > tBL:  # otherwise the data-bus reservation already keeps column commands tCCD_S apart
+                t = max(t, bg_col[r].max() + tCCD_S)
+            t = _column_slot(ring, data, low, bus, t, tCL, tBL)
+            bg_col[r, bg] = t
+        stats[2] += bursts[i]
+        if nxt < hi:  # the freed queue slot takes the next request once this one's last column command issued
+            win[nin] = order[nxt]
+            win_t[nin] = t
+            nin += 1
+            nxt += 1
+        bank_rd[r, b] = t
+        finish[i] = t + tCL + tBL
+        if finish[i] > last:
+            last = finish[i]
+    return last
+
+
+@njit(cache=True)
+def host_channel(order, rank, bank, row, bursts, window, tp, banks_per_group, st, finish, stats):
+    """Host baseline on one channel: every request's data crosses the shared channel data bus."""
+    earliest = np.zeros(rank.shape[0], np.int64)
+    return serve(order, 0, order.shape[0], rank, bank, row, bursts, earliest, window, tp, banks_per_group,
+                 False, st, finish, stats)
+
+
+@njit(cache=True)
+def nmp_channel(send_order, packet_starts, group_order, group_starts, ranks, rank, bank, row, bursts, hit,
+                psum_bursts, inst_cycles, window, tp, banks_per_group, packet_sync, st, finish, stats, packet_latency):
+    """RecNMP execution on one channel, packet-synchronous.
+
+    send_order: lookups in C/A send order, packet by packet (packet p = send_order[packet_starts[p]:...]);
+    instruction i holds the C/A bus inst_cycles[i] cycles. group_order: the same lookups grouped by (packet, rank),
+    misses only, in send order within a group (group_starts has packets × ranks + 1 entries). A packet's DRAM
+    work starts when every rank finished the previous packet (psum tags are per packet; packet_sync=False lets
+    each rank run ahead into the next packet); its instructions may be
+    sent while the previous packet executes (one packet of instruction buffering); RankCache hits cost one
+    cycle after arrival. Psums go up the channel data bus (psum_bursts[p] bursts). Returns the batch's last cycle.
+    """
+    tBL = tp[5]
+    n_packets = packet_starts.shape[0] - 1
+    arrival = np.zeros(rank.shape[0], np.int64)
+    earliest = np.zeros(rank.shape[0], np.int64)
+    ca = 0
+    barrier = 0
+    psum_free = 0
+    prev_start = 0
+    for p in range(n_packets):
+        ca = max(ca, prev_start)  # the rank-NMP instruction buffers hold one packet ahead of the one executing
+        first_send = ca
+        prev_start = barrier
+        done = barrier
+        for k in range(packet_starts[p], packet_starts[p + 1]):
+            i = send_order[k]
+            ca += inst_cycles[i]
+            arrival[i] = ca
+            earliest[i] = max(ca, barrier) if packet_sync else ca
+            if hit[i]:
+                finish[i] = earliest[i] + 1
+                done = max(done, finish[i])
+        for r in range(ranks):
+            g = p * ranks + r
+            lo = group_starts[g]
+            hi = group_starts[g + 1]
+            if hi > lo:
+                done = max(done, serve(group_order, lo, hi, rank, bank, row, bursts, earliest, window, tp,
+                                       banks_per_group, True, st, finish, stats))
+        barrier = done + 1  # DIMM-NMP adds the ranks' partial sums
+        psum_free = max(psum_free, barrier) + psum_bursts[p] * tBL
+        packet_latency[p] = psum_free - first_send
+    return max(psum_free, barrier)
+
+
+@njit(cache=True)
+def _unlink(r, s, prv, nxt, head, tail):
+    a = prv[r, s]
+    c = nxt[r, s]
+    if a >= 0:
+        nxt[r, a] = c
+    else:
+        head[r] = c
+    if c >= 0:
+        prv[r, c] = a
+    else:
+        tail[r] = a
+
+
+@njit(cache=True)
+def _push_front(r, s, prv, nxt, head, tail):
+    prv[r, s] = -1
+    nxt[r, s] = head[r]
+    if head[r] >= 0:
+        prv[r, head[r]] = s
+    else:
+        tail[r] = s
+    head[r] = s
+
+
+@njit(cache=True)
+def lru_filter(keys, ranks, flags, cap, table, slot_key, prv, nxt, head, tail, size, hit):
+    """Per-rank LRU RankCache over lookups in execution order; only flagged (locality-bit) lookups probe and fill
+    it. State (table: key → slot, per-rank linked lists) persists across calls. Sets hit[i]."""
+    for i in range(keys.shape[0]):
+        if not flags[i]:
+            continue
+        r = ranks[i]
+        k = keys[i]
+        if k in table:
+            s = table[k]
+            hit[i] = True
+            _unlink(r, s, prv, nxt, head, tail)
+        elif size[r] < cap:
+            s = size[r]
+            size[r] += 1
+            slot_key[r, s] = k
+            table[k] = s
+        else:
+            s = tail[r]
+            del table[slot_key[r, s]]
+            _unlink(r, s, prv, nxt, head, tail)
+            slot_key[r, s] = k
+            table[k] = s
+        _push_front(r, s, prv, nxt, head, tail)

@@ -1,0 +1,97 @@
+"""Lower bounds on the cost (slowest rank) of any plan our options can express, for a workload and topology.
+
+Per-rank cost is a sum of shard costs plus non-negative latency, so the slowest rank costs at least
+  (a) the average load: Σ_j (least total work of table j over TW, DP, CW(k), TWRW, RW, all in the fast tier)
+      + the least extra time of the rows that cannot fit the fast tier, all over W ranks; and
+  (b) the largest piece: max_j (over the same options, the least cost of the table's largest shard);
+plus, with more than one rank, one collective's latency per pass (the slowest rank holds a shard).
+The tier term is a fractional knapsack: the fast tier of all ranks holds at most its usable bytes, weights beyond it
+(optimizer state may live in the slow tier for free) must be read from the next tier; demoting a table's coldest rows first is cheapest and each table's
+penalty is convex in the rows demoted (miss-rate curves are convex), so taking the cheapest bytes first across
+tables is optimal for the relaxation. Secant slopes of the previous step bound the convex penalty from below.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from embedding.spec import DTYPE_BYTES
+from sharding.cost import CostModel
+from sharding.layouts import column_splits, row_ranges
+from sharding.plan import ShardingType
+
+__all__ = ["LowerBound", "lower_bound"]
+
+TW, CW, RW, TWRW, DP = (ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE, ShardingType.ROW_WISE,
+                        ShardingType.TABLE_ROW_WISE, ShardingType.DATA_PARALLEL)
+_GRID = np.linspace(0.0, 1.0, 41)  # demoted share of a table's rows
+
+
+@dataclass(frozen=True)
+class LowerBound:
+    average: float  # (a) without the tier term
+    tier_penalty: float  # added to Σ work by rows that cannot be in the fast tier
+    largest_piece: float  # (b)
+    world_size: int
+    latency: float = 0.0  # one collective's latency per pass: the slowest rank holds a shard, so it takes part
+
+    @property
+    def value(self) -> float:
+        return max(self.average + self.tier_penalty / self.world_size, self.largest_piece) + self.latency
+
+    def to_dict(self) -> dict[str, float]:
+        return {"lower_bound_s": self.value, "average_s": self.average, "tier_penalty_s": self.tier_penalty,
+                "largest_piece_s": self.largest_piece, "latency_s": self.latency}
+
+
+def _table_terms(cost: CostModel, name: str) -> tuple[float, float]:
+    """(least total work, least largest-shard cost) of a table, all in the fast tier."""
+    t, topo = cost.tables[name], cost.topology
+    fast, w, h = topo.fast.name, topo.world_size, min(topo.ranks_per_host, topo.world_size)
+    tw = cost.shard_cost(t, TW, t.rows, t.dim, fast).total
+    work, piece = tw, tw
+    if w > 1:
+        dp = cost.shard_cost(t, DP, t.rows, t.dim, fast).total
+        work, piece = min(work, dp * w), min(piece, dp)
+    for k in [k for k in column_splits(t.dim) if k <= w]:
+        c = cost.shard_cost(t, CW, t.rows, t.dim // k, fast).total
+        work, piece = min(work, c * k), min(piece, c)
+    for st, n in ((TWRW, h), (RW, w)):
+        if n > 1:
+            cs = [cost.shard_cost(t, st, b - a, t.dim, fast).total for a, b in row_ranges(t.rows, n)]
+            work, piece = min(work, sum(cs)), min(piece, max(cs))
+    return work, piece
+
+
+def _tier_penalty(cost: CostModel) -> float:
+    topo, wl = cost.topology, cost.workload
+    if len(topo.tiers) < 2:
+        return 0.0
+    fast, slow = topo.tiers[0], topo.tiers[1]
+    excess = sum(t.bytes for t in wl.tables) - topo.usable(fast.name) * topo.world_size
+    if excess <= 0:
+        return 0.0
+    slopes, sizes = [], []
+    bwd = 1 + (topo.bwd_compute_multiplier if wl.train else 0.0)
+    for t in wl.tables:
+        lookups = cost._traffic(t, TW, t.rows)[0]
+        k = lookups * t.dim * DTYPE_BYTES[t.dtype] * (1 / slow.bandwidth - 1 / fast.bandwidth) * bwd
+        pen = np.array([k * cost.miss_rate(t, 1 - x) for x in _GRID])  # convex, increasing in demoted share
+        step_bytes = t.bytes * (_GRID[1] - _GRID[0])
+        secants = np.diff(pen) / step_bytes
+        lower = np.concatenate([[0.0], secants[:-1]])  # slope on step i ≥ secant of step i-1 (convexity)
+        slopes.extend(np.maximum(lower, 0.0))
+        sizes.extend([step_bytes] * len(lower))
+    order = np.argsort(slopes)
+    s, b = np.asarray(slopes)[order], np.asarray(sizes)[order]
+    taken = np.minimum(b, np.maximum(0.0, excess - np.concatenate([[0.0], np.cumsum(b)[:-1]])))
+    return float(np.sum(s * taken))
+
+
+def lower_bound(cost: CostModel) -> LowerBound:
+    terms = [_table_terms(cost, t.name) for t in cost.workload.tables]
+    topo = cost.topology
+    w = topo.world_size
+    lat = topo.collective_link(w > topo.ranks_per_host).latency * (2 if cost.workload.train else 1) if w > 1 else 0
+    return LowerBound(sum(a for a, _ in terms) / w, _tier_penalty(cost), max(b for _, b in terms), w, lat)

@@ -1,0 +1,43 @@
+"""Shard layouts built exactly as TorchRec builds them, so a plan converts to TorchRec without reshaping.
+
+Row-wise and table-row-wise give each rank ceil(rows / n) rows (the tail ranks get fewer, possibly none);
+column-wise cuts the dim into equal blocks whose width is a multiple of 4.
+"""
+from __future__ import annotations
+
+import math
+
+from embedding.spec import TableSpec
+from sharding.plan import Shard, ShardingType, TablePlan
+
+__all__ = ["row_ranges", "column_splits", "table_plan"]
+
+
+def row_ranges(rows: int, n: int) -> list[tuple[int, int]]:
+    """TorchRec's `_calculate_rw_shard_sizes_and_offsets`: blocks of ceil(rows / n)."""
+    block = math.ceil(rows / n)
+    return [(min(i * block, rows), min((i + 1) * block, rows)) for i in range(n)]
+
+
+def column_splits(dim: int) -> list[int]:
+    """Shard counts k > 1 for which dim splits into k equal blocks of a width divisible by 4."""
+    return [k for k in range(2, dim // 4 + 1) if dim % k == 0 and (dim // k) % 4 == 0]
+
+
+def table_plan(t: TableSpec, st: ShardingType, ranks: list[int], tier: str, cache_fraction: float = 0.0,
+               ) -> TablePlan:
+    """The shards of table `t` for sharding type `st` on `ranks` (CW: one rank per column block; RW/TWRW: one
+    rank per row block; DP: every rank), all in `tier`."""
+    cf = cache_fraction
+
+    def mk(rank: int, r0: int, r1: int, c0: int, c1: int) -> Shard:
+        return Shard(rank, r0, r1, c0, c1, tier, cf)
+
+    if st in (ShardingType.TABLE_WISE, ShardingType.DATA_PARALLEL):
+        shards = tuple(mk(r, 0, t.rows, 0, t.dim) for r in ranks)
+    elif st == ShardingType.COLUMN_WISE:
+        w = t.dim // len(ranks)
+        shards = tuple(mk(r, 0, t.rows, i * w, (i + 1) * w) for i, r in enumerate(ranks))
+    else:
+        shards = tuple(mk(r, a, b, 0, t.dim) for r, (a, b) in zip(ranks, row_ranges(t.rows, len(ranks)), strict=False))
+    return TablePlan(t.name, st, shards)

@@ -1,0 +1,151 @@
+"""A sharding plan: for each table its sharding type and shards (rank, row and column range, memory placement).
+
+Vocabulary follows TorchRec (`ShardingType` values are TorchRec's strings) so plans convert both ways. A plan is
+plain data; `sharding.validate.validate_plan` checks it against tables and a topology.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from sharding.workload import PlanError
+
+__all__ = ["ShardingType", "Shard", "TablePlan", "ShardingPlan", "PLAN_FORMAT"]
+
+PLAN_FORMAT = "dlrmbench.sharding_plan/1"
+
+
+class ShardingType(str, Enum):
+    TABLE_WISE = "table_wise"
+    ROW_WISE = "row_wise"
+    COLUMN_WISE = "column_wise"
+    TABLE_ROW_WISE = "table_row_wise"
+    DATA_PARALLEL = "data_parallel"
+
+    @property
+    def short(self) -> str:
+        return {"table_wise": "TW", "row_wise": "RW", "column_wise": "CW", "table_row_wise": "TWRW",
+                "data_parallel": "DP"}[self.value]
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Rows [row_start, row_end) × columns [col_start, col_end) of a table on `rank`, stored in memory tier
+    `tier`; `cache_fraction` > 0 (only for a tier below the rank's fastest) keeps that share of the shard's rows
+    cached in the fastest tier (UVM caching)."""
+
+    rank: int
+    row_start: int
+    row_end: int
+    col_start: int
+    col_end: int
+    tier: str
+    cache_fraction: float = 0.0
+
+    @property
+    def rows(self) -> int:
+        return self.row_end - self.row_start
+
+    @property
+    def cols(self) -> int:
+        return self.col_end - self.col_start
+
+    def to_list(self) -> list[Any]:
+        return [self.rank, self.row_start, self.row_end, self.col_start, self.col_end, self.tier,
+                self.cache_fraction]
+
+    @classmethod
+    def from_list(cls, x: list[Any], table: str) -> Shard:
+        if not isinstance(x, list) or len(x) != 7:
+            raise PlanError(f"table {table!r}: a shard must be [rank, row_start, row_end, col_start, col_end, "
+                            f"tier, cache_fraction], got {x!r}")
+        try:
+            return cls(int(x[0]), int(x[1]), int(x[2]), int(x[3]), int(x[4]), str(x[5]), float(x[6]))
+        except (TypeError, ValueError):
+            raise PlanError(f"table {table!r}: shard {x!r} has a field of the wrong type") from None
+
+
+@dataclass(frozen=True)
+class TablePlan:
+    name: str
+    sharding_type: ShardingType
+    shards: tuple[Shard, ...]
+
+    @property
+    def ranks(self) -> list[int]:
+        return [s.rank for s in self.shards]
+
+
+@dataclass
+class ShardingPlan:
+    """Per-table plans for `world_size` ranks. `meta` records who planned it and the predicted figures
+    (per-rank cost, lower bound, TorchRec's estimate) when the plan is saved; it does not affect equality."""
+
+    world_size: int
+    tables: dict[str, TablePlan]
+    optimizer: str = ""
+    meta: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def __getitem__(self, name: str) -> TablePlan:
+        return self.tables[name]
+
+    def shards_by_rank(self) -> list[list[tuple[str, Shard]]]:
+        out: list[list[tuple[str, Shard]]] = [[] for _ in range(self.world_size)]
+        for tp in self.tables.values():
+            for s in tp.shards:
+                out[s.rank].append((tp.name, s))
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": PLAN_FORMAT, "world_size": self.world_size, "optimizer": self.optimizer,
+            "tables": {name: {"sharding_type": tp.sharding_type.value, "shards": [s.to_list() for s in tp.shards]}
+                       for name, tp in self.tables.items()},
+            "meta": self.meta,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Any) -> ShardingPlan:
+        if not isinstance(d, dict) or d.get("format") != PLAN_FORMAT:
+            raise PlanError(f"not a plan file: expected format {PLAN_FORMAT!r}")
+        tables: dict[str, TablePlan] = {}
+        for name, tp in (d.get("tables") or {}).items():
+            try:
+                st = ShardingType(tp["sharding_type"])
+            except (KeyError, ValueError, TypeError):
+                raise PlanError(f"table {name!r}: missing or unknown sharding_type "
+                                f"(one of {[s.value for s in ShardingType]})") from None
+            shards = tuple(Shard.from_list(x, name) for x in tp.get("shards", []))
+            tables[name] = TablePlan(name, st, shards)
+        try:
+            world = int(d["world_size"])
+        except (KeyError, TypeError, ValueError):
+            raise PlanError("plan file lacks an integer world_size") from None
+        return cls(world, tables, str(d.get("optimizer", "")), dict(d.get("meta") or {}))
+
+    def save(self, path: str | Path) -> None:
+        """Write JSON atomically (temp file + rename), so a failed save leaves nothing behind."""
+        path = Path(path)
+        fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(self.to_dict(), f, indent=1)
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+    @classmethod
+    def load(cls, path: str | Path) -> ShardingPlan:
+        try:
+            with open(path) as f:
+                data = json.load(f)
+        except json.JSONDecodeError as e:
+            raise PlanError(f"plan file {path} is not valid JSON: {e}") from None
+        return cls.from_dict(data)

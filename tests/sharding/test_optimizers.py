@@ -1,0 +1,55 @@
+"""Every optimizer's plan is valid, never beats the lower bound, and ours never loses to a greedy baseline."""
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sharding import BASELINES, CostModel, PlanError, PlanWorkload, lower_bound, optimize, validate_plan
+from tests.sharding.conftest import tables, topologies
+
+SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(tables(), topologies(), st.sampled_from(["train", "inference"]), st.sampled_from([64, 512, 4096]))
+def test_every_plan_is_valid_and_bounded_and_ours_beats_greedy(ts, topo, mode, batch) -> None:
+    wl = PlanWorkload(ts, batch, mode)
+    cost = CostModel(wl, topo)
+    try:
+        ours = optimize(wl, topo, time_limit=0.3)
+    except PlanError as e:
+        # ours gives up only when the tables exceed the memory of all ranks together
+        total = sum(t.rows * wl.row_bytes(t) for t in ts)
+        assert total > 0.9 * sum(topo.usable(t.name) for t in topo.tiers) * topo.world_size, e
+        return
+    validate_plan(ours, wl, topo, cost)
+    lb = lower_bound(cost).value
+    ours_cost = cost.plan_cost(ours)
+    assert lb <= ours_cost * (1 + 1e-9)
+    for name, fn in BASELINES.items():
+        try:
+            plan = fn(wl, topo)
+        except PlanError as e:
+            assert "fits on no rank" in str(e) and "short by" in str(e)
+            continue
+        validate_plan(plan, wl, topo, cost)
+        c = cost.plan_cost(plan)
+        assert lb <= c * (1 + 1e-9), name
+        if name.startswith("greedy"):
+            assert ours_cost <= c * (1 + 1e-9), name
+
+
+def test_ours_plans_the_856_table_set_on_128_ranks_in_about_a_second() -> None:
+    import time
+
+    from sharding import load_topology
+    from sharding.tablesets import load_tables
+    wl = PlanWorkload(load_tables("dlrm_t856"), 512)
+    topo = load_topology("dgx_h100_x16")
+    t0 = time.perf_counter()
+    plan = optimize(wl, topo)
+    wall = time.perf_counter() - t0
+    cost = CostModel(wl, topo)
+    validate_plan(plan, wl, topo, cost)
+    assert wall < 2.0  # target < 1 s; slack for a loaded shared 2-core machine
+    assert cost.plan_cost(plan) <= 1.05 * lower_bound(cost).value

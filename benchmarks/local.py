@@ -97,7 +97,7 @@ def run_model(name: str, spec: WorkloadSpec, batches: list[Batch], weights, plac
 
 
 def harness_overhead(backend: LookupBackend, inputs: list, train: bool, batch_size: int, calls: int,
-                     rounds: int = 5) -> dict:
+                     rounds: int = 11) -> dict:
     """Harness cost: wall time of `time_calls` (per-call timing, cycling inputs) against a bare loop calling the
     kernel the same number of times, alternating the two `rounds` times; overhead = median ratio − 1."""
     fn = _step_fn(backend, inputs, train, batch_size)

@@ -56,7 +56,7 @@ def format_table(records: list[dict]) -> str:
                     val = f"{int(v):,}" if float(v).is_integer() and abs(v) < 1e15 else f"{v:,.4g}"
                     lines.append(f"  {m['name']:>32}: {val} {m['unit']}")
     lines.append("ms/batch: median time per batch; GB/s: rows + indices + offsets + outputs moved / time "
-                 "(formula in each record); × gather: rows GB/s / random-gather rows GB/s measured in this run")
+                 "(formula in each record); × gather: rows GB/s / gather_workload_bw (index_select of the same rows) measured in this run")
     return "\n".join(lines)
 
 

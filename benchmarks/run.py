@@ -111,21 +111,18 @@ def execute(cfg: Config) -> list[dict]:
         backend = make_backend(cfg.backend.names[0], spec, weights, cfg.placement, cfg.backend)
         inputs = [backend.prepare(b) for b in batches]
         records.append(dict(base, kind="overhead", backend=backend.name, metrics=[harness_overhead(
-            backend, inputs, spec.mode == "train", spec.batch_size, max(cfg.bench.repeats, 20))]))
+            backend, inputs, spec.mode == "train", spec.batch_size, max(cfg.bench.repeats, 50))]))
     if cfg.bench.ceilings and cfg.backend.names:
         from .ceilings import measure_ceilings
 
-        row_bytes = int(round(sum(t.row_bytes * t.pooling.expected for t in spec.tables) / spec.lookups_per_sample))
-        rows_per_batch = int(round(lookups / len(batches)))
-        ceil = measure_ceilings(row_bytes, rows_per_batch, torch.device(cfg.placement.device),
-                                cfg.bench.ceiling_buffer_mib)
+        ceil = measure_ceilings(weights, batches, torch.device(cfg.placement.device), cfg.bench.ceiling_buffer_mib)
         records.append(dict(base, kind="ceiling", backend=None, metrics=ceil))
-        gather = next(m["value"] for m in ceil if m["name"] == "gather_rows_bw")
+        gather = next(m["value"] for m in ceil if m["name"] == "gather_workload_bw")
         for r in records:
             if r["kind"] == "lookup":
                 rows_bw = next(m["value"] for m in r["metrics"] if m["name"] == "rows_bw")
                 r["metrics"].append(metric("ratio_to_gather", rows_bw / gather, "×",
-                                           "rows_bw of this backend / gather_rows_bw measured in the same run"))
+                                           "rows_bw of this backend / gather_workload_bw (plain index_select of the same rows) in the same run"))
     return records
 
 

@@ -3,9 +3,8 @@ import numpy as np
 import pytest
 import torch
 
-from embedding.backends import BackendError, build_backend, init_weights
+from embedding.backends import BACKENDS, BackendError, build_backend, init_weights
 from embedding.backends.hybrid import HybridBackend, host_table_ids
-from embedding.backends import BACKENDS
 from embedding.dlrm import DLRM
 from embedding.generate import generate_batches
 from embedding.spec import AccessSpec, PoolingSpec, TableSpec, WorkloadSpec

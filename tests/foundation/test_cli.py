@@ -21,7 +21,7 @@ def test_run_smoke_end_to_end_writes_records_pandas_can_read(tmp_path):
     out = tmp_path / "records.jsonl"
     r = _run(["run", *FAST, f"output.records={out}"], cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert "ms/batch" in r.stdout and "torchrec" in r.stdout and "gather_rows_bw" in r.stdout
+    assert "ms/batch" in r.stdout and "torchrec" in r.stdout and "gather_workload_bw" in r.stdout
     df = pd.read_json(out, lines=True)
     kinds = set(df["kind"])
     assert {"generation", "lookup", "model", "overhead", "ceiling"} <= kinds

@@ -14,7 +14,9 @@ from embedding.generate import (
 from embedding.spec import AccessSpec, PoolingSpec, TableSpec, WorkloadSpec
 
 
-def _spec(access=AccessSpec("zipf", 1.05), pooling=PoolingSpec("fixed", 4), rows=50_000, batch=4096, seed=3):
+def _spec(access=None, pooling=None, rows=50_000, batch=4096, seed=3):
+    access = access or AccessSpec("zipf", 1.05)
+    pooling = pooling or PoolingSpec("fixed", 4)
     tables = (TableSpec("a", rows, 16, pooling=pooling, access=access),
               TableSpec("b", rows // 2, 16, pooling=PoolingSpec("uniform", low=1, high=9), access=access))
     return WorkloadSpec("w", tables, batch_size=batch, num_batches=3, seed=seed)

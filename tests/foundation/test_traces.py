@@ -8,7 +8,14 @@ import torch
 from embedding.batch import Batch
 from embedding.generate import generate_batches
 from embedding.spec import AccessSpec, PoolingSpec, TableSpec, WorkloadSpec
-from embedding.traces import TraceError, load_trace, save_trace, trace_batches, trace_statistics, workload_from_trace
+from embedding.traces import (
+    TraceError,
+    load_trace,
+    save_trace,
+    trace_batches,
+    trace_statistics,
+    workload_from_trace,
+)
 
 
 def _batch():

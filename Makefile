@@ -1,9 +1,9 @@
 # dlrmbench: `make bench` runs the default benchmark, `make test` runs the tests. Both create .venv when missing.
-# GPU=1 installs the CUDA fbgemm-gpu of the same release instead of fbgemm-gpu-cpu.
+# Where nvidia-smi finds a GPU (or with GPU=1) the CUDA fbgemm-gpu of the same release replaces fbgemm-gpu-cpu.
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip install -q --disable-pip-version-check
-GPU    ?= 0
+GPU    ?= $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1 || echo 0)
 STACK  := requirements/$(if $(filter 1,$(GPU)),gpu,cpu).txt
 STAMP  := $(VENV)/.installed-$(if $(filter 1,$(GPU)),gpu,cpu)
 PYTEST_ARGS ?=

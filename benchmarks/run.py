@@ -110,8 +110,8 @@ def execute(cfg: Config) -> list[dict]:
     if cfg.bench.overhead and cfg.backend.names:
         backend = make_backend(cfg.backend.names[0], spec, weights, cfg.placement, cfg.backend)
         inputs = [backend.prepare(b) for b in batches]
-        records.append(dict(base, kind="overhead", backend=backend.name, metrics=[harness_overhead(
-            backend, inputs, spec.mode == "train", spec.batch_size, max(cfg.bench.repeats, 50))]))
+        records.append(dict(base, kind="overhead", backend=backend.name, metrics=harness_overhead(
+            backend, inputs, spec.mode == "train", spec.batch_size, max(cfg.bench.repeats, 50))))
     if cfg.bench.ceilings and cfg.backend.names:
         from .ceilings import measure_ceilings
 

@@ -5,10 +5,10 @@ Per-rank cost is a sum of shard costs plus non-negative latency, so the slowest 
       + the least extra time of the rows that cannot fit the fast tier, all over W ranks; and
   (b) the largest piece: max_j (over the same options, the least cost of the table's largest shard);
 plus, with more than one rank, one collective's latency per pass (the slowest rank holds a shard).
-The tier term is a fractional knapsack: the fast tier of all ranks holds at most its usable bytes, weights beyond it
-(optimizer state may live in the slow tier for free) must be read from the next tier; demoting a table's coldest rows first is cheapest and each table's
-penalty is convex in the rows demoted (miss-rate curves are convex), so taking the cheapest bytes first across
-tables is optimal for the relaxation. Secant slopes of the previous step bound the convex penalty from below.
+The tier term is a fractional knapsack: the fast tier of all ranks holds at most its usable bytes, weights beyond
+it (optimizer state may live in the slow tier for free) must be read from the next tier. Each table's penalty,
+non-decreasing in the share demoted, is replaced by the convex minorant of a step function below it (valid for
+measured LRU curves, which need not be convex); taking the cheapest slopes first is then optimal.
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from embedding.spec import DTYPE_BYTES
 from sharding.cost import CostModel
 from sharding.layouts import column_splits, row_ranges
 from sharding.plan import ShardingType
+from sharding.trec_cost import TorchRecCostModel
 
 __all__ = ["LowerBound", "lower_bound"]
 
@@ -64,7 +65,19 @@ def _table_terms(cost: CostModel, name: str) -> tuple[float, float]:
     return work, piece
 
 
+def _hull_segments(xs: np.ndarray, ys: np.ndarray) -> list[tuple[float, float]]:
+    """(width, slope) of the lower convex hull of points (xs, ys), xs ascending, slopes ascending."""
+    hull: list[tuple[float, float]] = []
+    for x, y in zip(xs, ys, strict=True):
+        while len(hull) >= 2 and (hull[-1][1] - hull[-2][1]) * (x - hull[-2][0]) >= \
+                (y - hull[-2][1]) * (hull[-1][0] - hull[-2][0]):
+            hull.pop()
+        hull.append((float(x), float(y)))
+    return [(b[0] - a[0], (b[1] - a[1]) / (b[0] - a[0])) for a, b in zip(hull, hull[1:], strict=False)]
+
+
 def _tier_penalty(cost: CostModel) -> float:
+    """Least added time of the weights that cannot fit the fast tier (see the module docstring)."""
     topo, wl = cost.topology, cost.workload
     if len(topo.tiers) < 2:
         return 0.0
@@ -72,26 +85,34 @@ def _tier_penalty(cost: CostModel) -> float:
     excess = sum(t.bytes for t in wl.tables) - topo.usable(fast.name) * topo.world_size
     if excess <= 0:
         return 0.0
-    slopes, sizes = [], []
+    segments: list[tuple[float, float]] = []
     bwd = 1 + (topo.bwd_compute_multiplier if wl.train else 0.0)
     for t in wl.tables:
         lookups = cost._traffic(t, TW, t.rows)[0]
         k = lookups * t.dim * DTYPE_BYTES[t.dtype] * (1 / slow.bandwidth - 1 / fast.bandwidth) * bwd
-        pen = np.array([k * cost.miss_rate(t, 1 - x) for x in _GRID])  # convex, increasing in demoted share
-        step_bytes = t.bytes * (_GRID[1] - _GRID[0])
-        secants = np.diff(pen) / step_bytes
-        lower = np.concatenate([[0.0], secants[:-1]])  # slope on step i ≥ secant of step i-1 (convexity)
-        slopes.extend(np.maximum(lower, 0.0))
-        sizes.extend([step_bytes] * len(lower))
-    order = np.argsort(slopes)
-    s, b = np.asarray(slopes)[order], np.asarray(sizes)[order]
-    taken = np.minimum(b, np.maximum(0.0, excess - np.concatenate([[0.0], np.cumsum(b)[:-1]])))
-    return float(np.sum(s * taken))
+        pen = np.array([k * cost.miss_rate(t, 1 - x) for x in _GRID])  # non-decreasing in the demoted share
+        # demoting more than x_i costs at least pen(x_i): the step function's convex minorant bounds the penalty
+        # from below whether or not the miss curve is convex (measured LRU curves need not be)
+        xs = np.concatenate([[0.0], _GRID[1:]]) * t.bytes
+        ys = np.concatenate([[0.0], pen[:-1]])
+        segments.extend(_hull_segments(xs, ys))
+    total, need = 0.0, excess
+    for width, slope in sorted(segments, key=lambda s: s[1]):
+        take = min(width, need)
+        total += max(slope, 0.0) * take
+        need -= take
+        if need <= 0:
+            break
+    return total
 
 
-def lower_bound(cost: CostModel) -> LowerBound:
+def lower_bound(cost: CostModel | TorchRecCostModel) -> LowerBound:
+    """The bound for our cost model, or (given a `TorchRecCostModel`) for TorchRec's rating, which has neither
+    latency nor a tier term (its slower kernels only add time, so all-fast work still bounds it)."""
     terms = [_table_terms(cost, t.name) for t in cost.workload.tables]
     topo = cost.topology
     w = topo.world_size
+    if isinstance(cost, TorchRecCostModel):
+        return LowerBound(sum(a for a, _ in terms) / w, 0.0, max(b for _, b in terms), w, 0.0)
     lat = topo.collective_link(w > topo.ranks_per_host).latency * (2 if cost.workload.train else 1) if w > 1 else 0
     return LowerBound(sum(a for a, _ in terms) / w, _tier_penalty(cost), max(b for _, b in terms), w, lat)

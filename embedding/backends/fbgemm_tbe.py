@@ -15,11 +15,13 @@ __all__ = ["FbgemmTBE", "fbgemm_available"]
 
 
 def fbgemm_available(device: torch.device) -> bool:
+    """fbgemm_gpu imports and has kernels for this device type (fbgemm-gpu-cpu registers CPU kernels only)."""
     try:
         import fbgemm_gpu  # noqa: F401
     except Exception:
         return False
-    return device.type == "cpu" or hasattr(torch.ops.fbgemm, "bounds_check_indices")
+    key = "CUDA" if device.type == "cuda" else "CPU"
+    return torch._C._dispatch_has_kernel_for_dispatch_key("fbgemm::bounds_check_indices", key)
 
 
 def quantize_int8_rows(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

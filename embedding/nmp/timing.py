@@ -21,16 +21,20 @@ NEVER = -(1 << 40)
 
 
 def new_state(ranks: int, banks: int, bank_groups: int) -> tuple:
-    """Fresh DRAM state of one channel: all banks closed, buses idle."""
-    return (np.full((ranks, banks), -1, np.int64),  # open row
-            np.full((ranks, banks), NEVER, np.int64),  # last ACT per bank
-            np.full((ranks, banks), NEVER, np.int64),  # last RD per bank
+    """Fresh DRAM state of one channel: all banks closed, buses idle. Per-bank arrays are flat (rank × banks + bank)
+    so the scheduler's window scan reads one index per entry."""
+    nb = ranks * banks
+    return (np.full(nb, -1, np.int64),  # open row
+            np.full(nb, NEVER, np.int64),  # last ACT per bank
+            np.full(nb, NEVER, np.int64),  # last RD per bank
             np.full(ranks, NEVER, np.int64), np.zeros(ranks, np.int64),  # last ACT per rank, its bank group
             np.full((ranks, 4), NEVER, np.int64), np.zeros(ranks, np.int64),  # tFAW window of 4 ACTs, pointer
             np.full((ranks, bank_groups), NEVER, np.int64),  # last column command per bank group
             np.full((ranks, 1 << RING_BITS), -1, np.int64),  # data-bus cycle ring per bus (index 0 when shared)
             np.full((ranks, 1 << RING_BITS), -1, np.int64),  # command-slot ring per bus
-            np.zeros(ranks, np.int64))  # data-bus low watermark per bus
+            np.zeros(ranks, np.int64),  # data-bus low watermark per bus
+            np.full(nb, NEVER, np.int64),  # bank_ready: earliest ACT the bank allows (tRC; tRTP + tRP if open)
+            np.full(ranks, NEVER, np.int64))  # rank_ready: earliest ACT the rank allows (tRRD_S, tFAW)
 
 
 @njit(cache=True)
@@ -83,57 +87,72 @@ def _column_slot(ring, data, low, bus, t, tCL, tBL):
 def serve(order, lo, hi, rank, bank, row, bursts, earliest, window, tp, banks_per_group, per_rank_bus, st,
           finish, stats):
     """Serve requests order[lo:hi] (queue order) with FR-FCFS over `window` entries; writes finish[i] (cycle the
-    last data beat leaves) and adds to stats = [row hits, ACT, RD bursts, PRE]. Returns the last finish."""
-    open_row, bank_act, bank_rd, rank_act, rank_act_bg, faw, faw_ptr, bg_col, data, ring, low = st
+    last data beat leaves) and adds to stats = [row hits, ACT, RD bursts, PRE]. Returns the last finish.
+
+    First-ready rule: the oldest entry that is a row hit or whose ACT could issue by `now` (the latest ACT so far);
+    if none, the entry whose ACT could issue first, oldest on ties. Written as one key per entry, (max(ready, now),
+    age) with ready = now for a row hit, so the scan is branch-light over window-local arrays; the bank and rank
+    terms of `ready` are cached in the state (bank_ready, rank_ready) and updated when a command changes them."""
+    (open_row, bank_act, bank_rd, rank_act, rank_act_bg, faw, faw_ptr, bg_col, data, ring, low, bank_ready,
+     rank_ready) = st
     tRCD, tCL, tRP, tRC, tRAS, tBL, tCCD_S, tCCD_L, tRRD_S, tRRD_L, tFAW, tRTP = (
         tp[0], tp[1], tp[2], tp[3], tp[4], tp[5], tp[6], tp[7], tp[8], tp[9], tp[10], tp[11])
-    win = np.empty(window, np.int64)
-    win_t = np.zeros(window, np.int64)  # cycle the entry got its queue slot (the column issue of its predecessor)
+    nbank = bank_ready.shape[0] // rank_ready.shape[0]
+    # window slots, unordered: request, its flat bank, rank, DRAM row, earliest start, age (queue position)
+    w_req = np.empty(window, np.int64)
+    w_gb = np.empty(window, np.int64)
+    w_r = np.empty(window, np.int64)
+    w_row = np.empty(window, np.int64)
+    w_e = np.empty(window, np.int64)
+    w_age = np.empty(window, np.int64)
     nin = 0
     nxt = lo
     while nin < window and nxt < hi:
-        win[nin] = order[nxt]
-        win_t[nin] = NEVER
+        i = order[nxt]
+        w_req[nin] = i
+        w_r[nin] = rank[i]
+        w_gb[nin] = rank[i] * nbank + bank[i]
+        w_row[nin] = row[i]
+        w_e[nin] = earliest[i]
+        w_age[nin] = nxt
         nin += 1
         nxt += 1
     last = 0
-    now = NEVER  # the latest ACT issued so far: a request ready by then is issuable at once
+    now = NEVER
     while nin > 0:
-        # first-ready: the oldest row hit, else the request whose ACT could issue first (oldest on ties)
         pick = 0
         best = 1 << 62
+        best_age = 1 << 62
         for j in range(nin):
-            i = win[j]
-            r = rank[i]
-            b = bank[i]
-            if open_row[r, b] == row[i]:
+            gb = w_gb[j]
+            if open_row[gb] == w_row[j]:
+                k = now
+            else:
+                k = max(max(w_e[j], now), max(bank_ready[gb], rank_ready[w_r[j]]))
+            if k < best or (k == best and w_age[j] < best_age):
+                best = k
+                best_age = w_age[j]
                 pick = j
-                break
-            ready = max(earliest[i], win_t[j], bank_act[r, b] + tRC, faw[r, faw_ptr[r]] + tFAW, rank_act[r] + tRRD_S)
-            if open_row[r, b] >= 0:
-                ready = max(ready, bank_rd[r, b] + tRTP + tRP)
-            if ready < best:
-                best = ready
-                pick = j
-                if ready <= now:  # already issuable: nothing later in the window can start earlier
-                    break
-        i = win[pick]
-        e = max(earliest[i], win_t[pick])
-        for j in range(pick, nin - 1):
-            win[j] = win[j + 1]
-            win_t[j] = win_t[j + 1]
+        i = w_req[pick]
+        e = w_e[pick]
+        gb = w_gb[pick]
         nin -= 1
+        w_req[pick] = w_req[nin]
+        w_gb[pick] = w_gb[nin]
+        w_r[pick] = w_r[nin]
+        w_row[pick] = w_row[nin]
+        w_e[pick] = w_e[nin]
+        w_age[pick] = w_age[nin]
         r = rank[i]
-        b = bank[i]
-        bg = b // banks_per_group
+        bg = bank[i] // banks_per_group
         bus = r if per_rank_bus else 0
-        if open_row[r, b] == row[i]:
+        if open_row[gb] == row[i]:
             stats[0] += 1
-            tcol = max(e, bank_act[r, b] + tRCD)
+            tcol = max(e, bank_act[gb] + tRCD)
         else:
-            tact = max(e, bank_act[r, b] + tRC)
-            if open_row[r, b] >= 0:
-                tpre = max(e, bank_act[r, b] + tRAS, bank_rd[r, b] + tRTP)
+            tact = max(e, bank_act[gb] + tRC)
+            if open_row[gb] >= 0:
+                tpre = max(e, bank_act[gb] + tRAS, bank_rd[gb] + tRTP)
                 tpre = _slot(ring, bus, tpre)
                 stats[3] += 1
                 tact = max(tact, tpre + tRP)
@@ -145,8 +164,9 @@ def serve(order, lo, hi, rank, bank, row, bursts, earliest, window, tp, banks_pe
             faw_ptr[r] = (faw_ptr[r] + 1) & 3
             rank_act[r] = tact
             rank_act_bg[r] = bg
-            bank_act[r, b] = tact
-            open_row[r, b] = row[i]
+            rank_ready[r] = max(faw[r, faw_ptr[r]] + tFAW, tact + tRRD_S)
+            bank_act[gb] = tact
+            open_row[gb] = row[i]
             stats[1] += 1
             tcol = tact + tRCD
         # bursts of one vector hit one bank group: space them so another bank group's burst fits between
@@ -160,11 +180,17 @@ def serve(order, lo, hi, rank, bank, row, bursts, earliest, window, tp, banks_pe
             bg_col[r, bg] = t
         stats[2] += bursts[i]
         if nxt < hi:  # the freed queue slot takes the next request once this one's last column command issued
-            win[nin] = order[nxt]
-            win_t[nin] = t
+            j = order[nxt]
+            w_req[nin] = j
+            w_r[nin] = rank[j]
+            w_gb[nin] = rank[j] * nbank + bank[j]
+            w_row[nin] = row[j]
+            w_e[nin] = max(earliest[j], t)
+            w_age[nin] = nxt
             nin += 1
             nxt += 1
-        bank_rd[r, b] = t
+        bank_rd[gb] = t
+        bank_ready[gb] = max(bank_act[gb] + tRC, t + tRTP + tRP)
         finish[i] = t + tCL + tBL
         if finish[i] > last:
             last = finish[i]

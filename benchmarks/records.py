@@ -90,8 +90,6 @@ def read_records(path: str | os.PathLike) -> list[dict]:
 
 
 def _json_default(obj):
-    if hasattr(obj, "item"):
-        return obj.item()
-    if hasattr(obj, "tolist"):
+    if hasattr(obj, "tolist"):  # numpy arrays and scalars, torch tensors
         return obj.tolist()
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")

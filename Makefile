@@ -9,6 +9,7 @@ STAMP  := $(VENV)/.installed-$(if $(filter 1,$(GPU)),gpu,cpu)
 PYTEST_ARGS ?=
 
 .PHONY: setup bench test perf lint clean
+COMPARE ?=
 setup: $(STAMP)
 
 $(STAMP): requirements/cpu.txt requirements/gpu.txt requirements/common.txt pyproject.toml
@@ -25,6 +26,10 @@ bench: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# pytest-benchmark suite of the hot kernels; COMPARE=NNNN compares with a saved run (fails on a 25% median slowdown)
+perf: $(STAMP)
+	$(PY) -m pytest -q benchmarks/perf --benchmark-only --benchmark-autosave $(if $(COMPARE),--benchmark-compare=$(COMPARE) --benchmark-compare-fail=median:25%)
 
 lint: $(STAMP)
 	$(PY) -m ruff check embedding sharding benchmarks tests

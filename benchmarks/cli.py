@@ -3,6 +3,10 @@
   dlrmbench run [hydra overrides]          the benchmark app (same as python -m benchmarks.run); -m sweeps
   dlrmbench trace stats FILE               statistics of a dlrm_datasets trace
   dlrmbench trace write OUT [overrides]    write a workload's batches as a dlrm_datasets trace (.gz compresses)
+  dlrmbench plan ... | compare A B         sharding plans: make one with any optimizer; compare plans per rank
+  dlrmbench sweep gather|plans ...         one table (CSV, markdown) of a sweep's jobs; planners × ranks records
+  dlrmbench report RECORDS --out DIR       markdown + HTML report with PNG plots
+  dlrmbench regress deterministic|timed    compare against results/baselines; exit 1 on a regression
 """
 from __future__ import annotations
 
@@ -66,6 +70,10 @@ def main(argv: list[str] | None = None) -> int:
         from . import plan_cli
 
         return plan_cli.main(argv)
+    if cmd in ("sweep", "report", "regress"):
+        import importlib
+
+        return importlib.import_module(f"benchmarks.{cmd}").main(rest)
     print(f"dlrmbench: unknown command {cmd!r}\n{__doc__}", file=sys.stderr)
     return 2
 

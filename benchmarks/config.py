@@ -57,6 +57,8 @@ class OutputConfig:
     records: str = "results/records.jsonl"
     """JSONL file the run appends its records to (relative to the directory dlrmbench was started in)"""
     progress: bool = True
+    resume: bool = True
+    """multirun: skip jobs whose config (hashed without `output`) already has records; false forces a re-run"""
 
 
 @dataclass

@@ -11,6 +11,7 @@ from dataclasses import replace
 
 import hydra
 import torch
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ValidationError
 
@@ -28,6 +29,7 @@ from .config import Config, register_configs
 from .local import harness_overhead, make_backend, run_backend, run_model
 from .records import append_records, environment, git_sha, metric, new_run_id
 from .report_table import print_table
+from .sweep import SKIPPED, skip_finished_job
 
 register_configs()
 
@@ -133,15 +135,20 @@ def _progress(total: int, enabled: bool):
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
-def main(cfg: DictConfig) -> None:
+def main(cfg: DictConfig) -> str | None:
+    if skip_finished_job(cfg):  # a multirun job whose config already has records (output.resume=false forces it)
+        return SKIPPED
     try:
         records = execute(OmegaConf.to_object(cfg))  # dataclasses: each part's __post_init__ validates it
     except INPUT_ERRORS as e:
         print(f"dlrmbench: error: {e}", file=sys.stderr)
+        if HydraConfig.get().mode.name == "MULTIRUN":
+            raise  # Hydra marks only this job failed; the sweep goes on
         raise SystemExit(2) from None
     append_records(cfg.output.records, records)
     print_table(records)
     print(f"\n{len(records)} records appended to {cfg.output.records} (run {records[0]['run_id']})")
+    return None
 
 
 if __name__ == "__main__":

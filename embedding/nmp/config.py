@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["DramGeometry", "DramTimings", "EnergyParams", "NmpConfig", "NmpConfigError", "MAPPINGS", "MODES",
+__all__ = ["DramGeometry", "DramTimings", "EnergyParams", "NmpConfig", "NmpConfigError", "MAPPINGS", "MODES", "SYNC_MODES",
            "NMP_INST_BITS", "BURST_BYTES"]
 
 MAPPINGS = ("skylake", "random", "page_colour")
+SYNC_MODES = ("off", "strict", "overlap")  # index = timing.SYNC_* code
 MODES = ("host", "recnmp", "tensordimm")
 NMP_INST_BITS = 79  # RecNMP instruction: DDR cmd, vsize, DRAM address, weight, locality bit, psum tag
 BURST_BYTES = 64  # one BL8 burst on a 64-bit DDR4 data bus
@@ -153,9 +154,11 @@ class NmpConfig:
     """FR-FCFS window per channel (host) or per rank within a packet (NMP)."""
     packet_poolings: int = 16
     """Poolings per NMP packet (4-bit psum tag)."""
-    packet_sync: bool = False
-    """True: ranks start each packet together (the slowest rank sets its time). False: a rank may run one packet
-    ahead (instructions are buffered one packet ahead of the slowest rank)."""
+    packet_sync: str = "off"
+    """How a packet waits for the slowest rank of the previous one (RecNMP: the slowest rank sets a packet's time).
+    strict: no DRAM command of packet p+1 before every rank finished p. overlap: ranks decode buffered instructions
+    and precharge/activate rows of p+1 early, but column reads (into the psum adder) wait for p to finish.
+    off: each rank runs ahead on its own (no barrier). Booleans are accepted: true = strict, false = off."""
     ca_bits_per_cycle: int = 80
     """Channel C/A bits per memory cycle for NMP instructions; 80 sends one 79-bit instruction per cycle."""
     ca_bits_per_command: int = 27
@@ -178,6 +181,9 @@ class NmpConfig:
             self.timings = DramTimings(**self.timings)
         if isinstance(self.energy, dict):
             self.energy = EnergyParams(**self.energy)
+        if isinstance(self.packet_sync, bool):
+            self.packet_sync = "strict" if self.packet_sync else "off"
+        _require(self.packet_sync in SYNC_MODES, f"nmp.packet_sync {self.packet_sync!r} is not one of {SYNC_MODES}")
         _require(self.queue_entries >= 1, f"nmp.queue_entries must be ≥ 1, got {self.queue_entries}")
         _require(1 <= self.packet_poolings <= 16, f"nmp.packet_poolings must be in 1..16 (4-bit psum tag), got "
                  f"{self.packet_poolings}")

@@ -1,7 +1,8 @@
 """Two execution modes over one lookup stream: the host baseline and near-memory pooling (RecNMP / TensorDIMM).
 
 Numpy does the bookkeeping (placement, packets, send order, locality bits); the numba kernels in timing.py do the
-cycle accounting, one channel at a time (channels are independent; a batch ends when its slowest channel ends).
+cycle accounting, all channels in one parallel call (channels are independent; a batch ends when its slowest
+channel ends). Orderings use O(n) counting sorts (channels.stable_order) with lexsort's exact tie-breaking.
 """
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import typed, types
 
-from embedding.nmp.config import BURST_BYTES, NMP_INST_BITS, NmpConfig, NmpConfigError
+from embedding.nmp.channels import host_channels, nmp_channels, stable_order
+from embedding.nmp.config import BURST_BYTES, NMP_INST_BITS, SYNC_MODES, NmpConfig, NmpConfigError
 from embedding.nmp.dram import DecodedLookups, map_lookups, row_strides
-from embedding.nmp.timing import host_channel, lru_filter, new_state, nmp_channel
+from embedding.nmp.timing import lru_filter
 
 __all__ = ["LookupStream", "ModeResult", "RankCache", "emulate_host", "emulate_nmp", "emulate_batch"]
 
@@ -125,17 +127,11 @@ def emulate_host(cfg: NmpConfig, d: DecodedLookups, poolings: np.ndarray) -> Mod
     order = np.lexsort((poolings, d.channel))
     starts = _bounds(d.channel[order], g.channels)
     tp = np.asarray(cfg.timings.as_array(), np.int64)
-    stats = np.zeros(4, np.int64)
-    cycles = 0
-    for c in range(g.channels):
-        sel = order[starts[c]:starts[c + 1]]
-        if sel.size == 0:
-            continue
-        finish = np.zeros(sel.size, np.int64)
-        local = np.arange(sel.size, dtype=np.int64)
-        st = new_state(g.ranks_per_channel, g.banks_per_rank, g.bank_groups)
-        cycles = max(cycles, host_channel(local, d.rank[sel], d.bank[sel], d.row[sel], d.bursts[sel],
-                                          cfg.queue_entries, tp, g.banks_per_group, st, finish, stats))
+    stats = np.zeros((g.channels, 4), np.int64)
+    finish = np.zeros(d.row.size, np.int64)
+    cycles = host_channels(order, starts, d.rank, d.bank, d.row, d.bursts, cfg.queue_entries, tp, g.banks_per_group,
+                           g.ranks_per_channel, g.banks_per_rank, g.bank_groups, finish, stats).max(initial=0)
+    stats = stats.sum(axis=0)
     commands = int(stats[1] + stats[2] + stats[3])
     return ModeResult(lookups=int(d.row.size), cycles=int(cycles), channel_data_bytes=float(stats[2] * BURST_BYTES),
                       channel_cmd_bytes=commands * cfg.ca_bits_per_command / 8, dram_bytes=float(stats[2] * BURST_BYTES),
@@ -176,10 +172,15 @@ def emulate_nmp(cfg: NmpConfig, d: DecodedLookups, tables: np.ndarray, poolings:
         d, tables, poolings, sends_inst = _tensordimm_split(cfg, d, tables, poolings)
     n = d.row.size
     # packets: (channel, pooling) pairs in issue order, 16 per packet and channel
-    pair_key = d.channel * (int(poolings.max()) + 1) + poolings
-    pairs, first, pair_of = np.unique(pair_key, return_index=True, return_inverse=True)
-    pair_channel = d.channel[first]
+    span = int(poolings.max()) + 1
+    pair_key = d.channel * span + poolings
+    present = np.bincount(pair_key, minlength=g.channels * span) > 0  # dense: keys < channels × poolings
+    pairs = np.flatnonzero(present)
+    pair_of = (np.cumsum(present) - 1)[pair_key]
+    pair_channel = pairs // span
     if cfg.table_aware:
+        first = np.full(pairs.size, n, np.int64)
+        np.minimum.at(first, pair_of, np.arange(n))
         home = d.rank[first] if cfg.mode == "recnmp" else np.zeros(pairs.size, np.int64)
         by_home = np.lexsort((poolings[first], tables[first], home, pair_channel))
         pos = np.empty(pairs.size, np.int64)
@@ -197,59 +198,52 @@ def emulate_nmp(cfg: NmpConfig, d: DecodedLookups, tables: np.ndarray, poolings:
     packet_base = np.concatenate(([0], np.cumsum(packets_per_channel)))
     packet = (packet_base[pair_channel] + local_packet)[pair_of]  # (n,) global packet id
     # send order: within a packet, round-robin over ranks, each rank's lookups in pooling order
-    within = np.lexsort((np.arange(n), seq[pair_of], d.rank, packet))
+    n_packets = int(packet_base[-1])
+    within = stable_order(seq[pair_of], int(seq.max()) + 1)  # = lexsort((arange, seq, rank, packet))
+    within = within[stable_order((packet * rpc + d.rank)[within], n_packets * rpc)]
     grp = packet[within] * rpc + d.rank[within]
     rr = np.empty(n, np.int64)
     rr[within] = np.arange(n) - np.searchsorted(grp, grp)
-    send = np.lexsort((d.rank, rr, packet))
+    send = stable_order(d.rank, rpc)  # = lexsort((rank, rr, packet))
+    send = send[stable_order(rr[send], int(rr.max()) + 1)]
+    send = send[stable_order(packet[send], n_packets)]
     flags = _locality_bits(d.key, cfg.hot_threshold)
     hit = cache.filter(d.key[send], (d.channel * rpc + d.rank)[send], flags[send])
     # per-packet psums: one vector per (pooling, DIMM) touched for RecNMP, per (pooling, channel) for TensorDIMM
     unit = d.rank // g.ranks_per_dimm if cfg.mode == "recnmp" else np.zeros(n, np.int64)
-    psum_key = np.unique((packet * (int(poolings.max()) + 1) + poolings) * g.dimms_per_channel + unit)
-    psum_pool = (psum_key // g.dimms_per_channel) % (int(poolings.max()) + 1)
-    psum_packet = psum_key // g.dimms_per_channel // (int(poolings.max()) + 1)
-    pool_table = np.zeros(int(poolings.max()) + 1, np.int64)
+    psum_key = np.flatnonzero(np.bincount(pair_of * g.dimms_per_channel + unit,
+                                          minlength=pairs.size * g.dimms_per_channel))  # (pair, unit) touched
+    psum_pair = psum_key // g.dimms_per_channel
+    pair_packet = packet_base[pair_channel] + local_packet
+    pool_table = np.zeros(span, np.int64)
     pool_table[poolings] = tables
-    psum_b = -(-row_bytes[pool_table[psum_pool]] // BURST_BYTES)
-    psum_bursts = np.bincount(psum_packet, weights=psum_b, minlength=int(packet_base[-1])).astype(np.int64)
+    psum_b = -(-row_bytes[pool_table[pairs[psum_pair] % span]] // BURST_BYTES)
+    psum_bursts = np.bincount(pair_packet[psum_pair], weights=psum_b, minlength=n_packets).astype(np.int64)
 
     tp = np.asarray(cfg.timings.as_array(), np.int64)
-    stats = np.zeros(4, np.int64)
-    latencies = []
-    cycles = 0
-    sp, sr, sb, srow, sbursts = packet[send], d.rank[send], d.bank[send], d.row[send], d.bursts[send]
-    chan_sorted = d.channel[send]
-    cstart = _bounds(chan_sorted, g.channels)
-    inst_cycles = cfg.inst_cycles
-    for c in range(g.channels):
-        lo, hi = cstart[c], cstart[c + 1]
-        if hi == lo:
-            continue
-        npk = int(packets_per_channel[c])
-        lp = sp[lo:hi] - packet_base[c]
-        packet_starts = _bounds(lp, npk)
-        miss = np.flatnonzero(~hit[lo:hi])
-        gkey = lp[miss] * rpc + sr[lo:hi][miss]
-        group_order = miss[np.argsort(gkey, kind="stable")]
-        group_starts = _bounds(np.sort(gkey), npk * rpc)
-        finish = np.zeros(hi - lo, np.int64)
-        lat = np.zeros(npk, np.int64)
-        st = new_state(rpc, g.banks_per_rank, g.bank_groups)
-        cost = np.where(sends_inst[send][lo:hi], inst_cycles, 0).astype(np.int64)
-        cycles = max(cycles, nmp_channel(np.arange(hi - lo, dtype=np.int64), packet_starts, group_order,
-                                         group_starts, rpc, sr[lo:hi], sb[lo:hi], srow[lo:hi], sbursts[lo:hi],
-                                         hit[lo:hi], psum_bursts[packet_base[c]:packet_base[c + 1]], cost,
-                                         cfg.queue_entries, tp, g.banks_per_group, cfg.packet_sync, st, finish, stats,
-                                         lat))
-        latencies.append(lat)
+    sp, sr = packet[send], d.rank[send]
+    packet_starts = _bounds(sp, n_packets)
+    miss = np.flatnonzero(~hit)
+    gkey = sp[miss] * rpc + sr[miss]
+    by_group = stable_order(gkey, n_packets * rpc)
+    group_order = miss[by_group]
+    group_starts = _bounds(gkey[by_group], n_packets * rpc)
+    cost = np.where(sends_inst[send], cfg.inst_cycles, 0).astype(np.int64)
+    stats = np.zeros((g.channels, 4), np.int64)
+    finish = np.zeros(n, np.int64)
+    lat = np.zeros(n_packets, np.int64)
+    cycles = nmp_channels(_bounds(d.channel[send], g.channels), packet_base, packet_starts, group_order, group_starts,
+                          rpc, sr, d.bank[send], d.row[send], d.bursts[send], hit, psum_bursts, cost,
+                          cfg.queue_entries, tp, g.banks_per_group, g.banks_per_rank, g.bank_groups,
+                          SYNC_MODES.index(cfg.packet_sync),
+                          finish, stats, lat).max(initial=0)
+    stats = stats.sum(axis=0)
     psum_bytes = float(psum_bursts.sum() * BURST_BYTES)
     return ModeResult(lookups=lookups, cycles=int(cycles), channel_data_bytes=psum_bytes,
                       channel_cmd_bytes=lookups * NMP_INST_BITS / 8, dram_bytes=float(stats[2] * BURST_BYTES),
                       acts=int(stats[1]), precharges=int(stats[3]), dram_accesses=int(n - hit.sum()),
                       row_hits=int(stats[0]), cache_probes=int(flags.sum()) if cache.entries else 0,
-                      cache_hits=int(hit.sum()), packet_latency=np.concatenate(latencies) if latencies else
-                      np.zeros(0, np.int64))
+                      cache_hits=int(hit.sum()), packet_latency=lat)
 
 
 def emulate_batch(cfg: NmpConfig, stream: LookupStream, cache: RankCache | None = None) -> dict[str, ModeResult]:

@@ -32,6 +32,13 @@ def test_bad_mode_mapping_and_packet_size_are_rejected():
         NmpConfig(mapping="linear")
     with pytest.raises(NmpConfigError, match="packet_poolings"):
         NmpConfig(packet_poolings=17)
+    with pytest.raises(NmpConfigError, match="packet_sync"):
+        NmpConfig(packet_sync="sometimes")
+
+
+def test_packet_sync_accepts_booleans_of_older_configs():
+    assert NmpConfig(packet_sync=True).packet_sync == "strict"
+    assert NmpConfig(packet_sync=False).packet_sync == "off"
 
 
 def test_nested_dicts_are_validated_too():

@@ -1,10 +1,12 @@
 """Physical invariants of the DRAM model and the two execution modes."""
 from collections import OrderedDict
 
+import numba
 import numpy as np
 import pytest
 
 from embedding.nmp import DramGeometry, LookupStream, NmpConfig, RankCache, emulate_batch
+from embedding.nmp.channels import stable_order
 from embedding.nmp.dram import map_lookups
 
 
@@ -98,3 +100,20 @@ def test_lru_matches_an_ordereddict_reference():
             if len(ref[r]) > 16:
                 ref[r].popitem(last=False)
     assert got.sum() > 0 and np.array_equal(got, want)
+
+
+def test_counting_sort_matches_numpy_stable_argsort():
+    keys = np.random.default_rng(4).integers(0, 50, 10_000).astype(np.int64)
+    assert np.array_equal(stable_order(keys, 50), np.argsort(keys, kind="stable"))
+
+
+def test_results_do_not_depend_on_thread_count():
+    s = stream(tables=8, batch=16, pooling=20)
+    cfg = NmpConfig(rankcache_bytes=8 << 10, mapping="random")
+    numba.set_num_threads(1)
+    one = emulate_batch(cfg, s)
+    numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+    many = emulate_batch(cfg, s)
+    for mode in ("host", "nmp"):
+        a, b = vars(one[mode]), vars(many[mode])
+        assert all(np.array_equal(a[k], b[k]) for k in a)

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from benchmarks.nmp_bench import PAPER_SPEEDUP, sls_stream, speedup
+from benchmarks.nmp_bench import PAPER_SPEEDUP, hit_rate, line_hit_rate, sls_stream, speedup
 from embedding.batch import Batch
 from embedding.nmp import DramGeometry, NmpConfig, emulate_streams, run_nmp
 from embedding.spec import PoolingSpec, TableSpec, WorkloadSpec
@@ -35,12 +35,22 @@ def test_lru_rankcache_hit_rate_under_5_percent_on_uniform_trace():
 
 
 def test_hit_rate_grows_with_cache_size_on_skewed_trace():
+    streams = [sls_stream(batch=8, vector_bytes=128, seed=s, alpha=1.05) for s in (7, 8)]  # bounded Zipf
+    rates = [hit_rate(NmpConfig(rankcache_bytes=size), streams) for size in (8 << 10, 128 << 10, 1 << 20)]
+    assert 0.1 < rates[0] < rates[1] <= rates[2] < 0.6
+
+
+def test_hit_rate_falls_as_the_cache_line_grows():
     streams = [sls_stream(batch=8, vector_bytes=128, seed=s, alpha=1.05) for s in (7, 8)]
-    rates = []
-    for size in (8 << 10, 128 << 10, 1 << 20):
-        res = emulate_streams(NmpConfig(rankcache_bytes=size), streams)
-        rates.append(sum(r["nmp"].cache_hits for r in res) / sum(r["nmp"].cache_probes for r in res))
-    assert 0.2 < rates[0] <= rates[1] <= rates[2]
+    rates = [line_hit_rate(streams, line, 128 << 10) for line in (128, 512, 1024)]
+    assert rates[0] > rates[1] > rates[2] > 0
+
+
+@pytest.mark.parametrize("ranks", [4, 8])
+def test_packet_barrier_costs_speed_overlap_recovers_part(sls, ranks):
+    geo = DramGeometry(dimms_per_channel=ranks // 2)
+    off, overlap, strict = (speedup(NmpConfig(packet_sync=m, geometry=geo), sls) for m in ("off", "overlap", "strict"))
+    assert off > overlap > strict > 0.8 * off
 
 
 def test_run_nmp_on_batches_returns_metric_dicts():

@@ -23,6 +23,7 @@ from sharding import (
     optimize,
     validate_plan,
 )
+from sharding.optimizer import OptimizeStats
 from sharding.tablesets import load_tables
 
 __all__ = ["SETS", "run_set", "main"]
@@ -84,8 +85,12 @@ def run_set(label: str, run_torchrec: bool, timeout: float, estimate: bool) -> l
                     raise PlanError(payload)
                 plan = ShardingPlan.from_dict(payload)
             else:
-                plan = optimize(wl, topo) if name == "ours" else BASELINES[name](wl, topo)
+                stats = OptimizeStats()
+                plan = optimize(wl, topo, stats=stats) if name == "ours" else BASELINES[name](wl, topo)
                 wall = time.perf_counter() - t0
+                if name == "ours" and stats.milp is not None:
+                    m = stats.milp
+                    row["milp"] = f"{m.status}, {m.binaries} bin, improved={m.improved}, certified={m.certified}"
             validate_plan(plan, wl, topo, cost)
             c = cost.plan_cost(plan)
             row.update(wall_s=wall, cost_ms=c * 1e3, lower_bound_ms=lb * 1e3, ratio=c / lb, feasible="yes")
@@ -118,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
         for r in run_set(label, trec, args.torchrec_timeout, not args.no_estimate):
             print(f"{r['set']:<14} {r['optimizer']:<20} {_fmt(r.get('wall_s'), '8.3f')} "
                   f"{_fmt(r.get('cost_ms'), '9.4f')} {_fmt(r.get('ratio'), '8.3f')} "
-                  f"{_fmt(r.get('torchrec_est_ms'), '15.4f')}  {r['feasible']}", flush=True)
+                  f"{_fmt(r.get('torchrec_est_ms'), '15.4f')}  {r['feasible']}"
+                  + (f"  [MILP {r['milp']}]" if "milp" in r else ""), flush=True)
             records.append(r)
     if args.out:
         with open(args.out, "a") as f:

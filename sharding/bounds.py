@@ -4,7 +4,7 @@ Per-rank cost is a sum of shard costs plus non-negative latency, so the slowest 
   (a) the average load: Σ_j (least total work of table j over TW, DP, CW(k), TWRW, RW, all in the fast tier)
       + the least extra time of the rows that cannot fit the fast tier, all over W ranks; and
   (b) the largest piece: max_j (over the same options, the least cost of the table's largest shard);
-plus, with more than one rank, one collective's latency per pass (the slowest rank holds a shard).
+plus, with more than one rank, the latency of the collective calls the slowest rank must take part in.
 The tier term is a fractional knapsack: the fast tier of all ranks holds at most its usable bytes, weights beyond
 it (optimizer state may live in the slow tier for free) must be read from the next tier. Each table's penalty,
 non-decreasing in the share demoted, is replaced by the convex minorant of a step function below it (valid for
@@ -18,7 +18,7 @@ import numpy as np
 
 from embedding.spec import DTYPE_BYTES
 from sharding.cost import CostModel
-from sharding.layouts import column_splits, row_ranges
+from sharding.layouts import column_splits, row_sizes
 from sharding.plan import ShardingType
 from sharding.trec_cost import TorchRecCostModel
 
@@ -46,22 +46,22 @@ class LowerBound:
                 "largest_piece_s": self.largest_piece, "latency_s": self.latency}
 
 
-def _table_terms(cost: CostModel, name: str) -> tuple[float, float]:
+def _table_terms(cost: CostModel | TorchRecCostModel, name: str, allow_dp: bool = True) -> tuple[float, float]:
     """(least total work, least largest-shard cost) of a table, all in the fast tier."""
     t, topo = cost.tables[name], cost.topology
     fast, w, h = topo.fast.name, topo.world_size, min(topo.ranks_per_host, topo.world_size)
     tw = cost.shard_cost(t, TW, t.rows, t.dim, fast).total
     work, piece = tw, tw
-    if w > 1:
+    if w > 1 and allow_dp:
         dp = cost.shard_cost(t, DP, t.rows, t.dim, fast).total
         work, piece = min(work, dp * w), min(piece, dp)
     for k in [k for k in column_splits(t.dim) if k <= w]:
         c = cost.shard_cost(t, CW, t.rows, t.dim // k, fast).total
         work, piece = min(work, c * k), min(piece, c)
-    for st, n in ((TWRW, h), (RW, w)):
-        if n > 1:
-            cs = [cost.shard_cost(t, st, b - a, t.dim, fast).total for a, b in row_ranges(t.rows, n)]
-            work, piece = min(work, sum(cs)), min(piece, max(cs))
+    for st, n in ((TWRW, h), (RW, w)):  # n = 1 too: TorchRec prices a lone RW shard below a TW one
+        if n >= 1:
+            cs = [(cost.shard_cost(t, st, r, t.dim, fast).total, k) for r, k in row_sizes(t.rows, n)]
+            work, piece = min(work, sum(c * k for c, k in cs)), min(piece, max(c for c, _ in cs))
     return work, piece
 
 
@@ -108,11 +108,22 @@ def _tier_penalty(cost: CostModel) -> float:
 
 def lower_bound(cost: CostModel | TorchRecCostModel) -> LowerBound:
     """The bound for our cost model, or (given a `TorchRecCostModel`) for TorchRec's rating, which has neither
-    latency nor a tier term (its slower kernels only add time, so all-fast work still bounds it)."""
-    terms = [_table_terms(cost, t.name) for t in cost.workload.tables]
-    topo = cost.topology
+    latency nor a tier term (its slower kernels only add time, so all-fast work still bounds it).
+
+    Latency: a plan with a data-parallel table puts a replica on every rank, so each rank takes part in at least
+    its all-reduce (one call, training only); a plan without one has a slowest rank holding another shard, which
+    takes part in at least the forward call (and the backward one when training). The bound is the smaller of
+    the two cases, each with its own work terms."""
+    topo, wl = cost.topology, cost.workload
     w = topo.world_size
+    terms = [_table_terms(cost, t.name) for t in wl.tables]
     if isinstance(cost, TorchRecCostModel):
         return LowerBound(sum(a for a, _ in terms) / w, 0.0, max(b for _, b in terms), w, 0.0)
-    lat = topo.collective_link(w > topo.ranks_per_host).latency * (2 if cost.workload.train else 1) if w > 1 else 0
-    return LowerBound(sum(a for a, _ in terms) / w, _tier_penalty(cost), max(b for _, b in terms), w, lat)
+    penalty = _tier_penalty(cost)
+    lat = topo.collective_link(w > topo.ranks_per_host).latency if w > 1 else 0.0
+    with_dp = LowerBound(sum(a for a, _ in terms) / w, penalty, max(b for _, b in terms), w,
+                         lat * (1 if wl.train else 0))
+    no_dp_terms = [_table_terms(cost, t.name, allow_dp=False) for t in wl.tables]
+    no_dp = LowerBound(sum(a for a, _ in no_dp_terms) / w, penalty, max(b for _, b in no_dp_terms), w,
+                       lat * (2 if wl.train else 1))
+    return min(with_dp, no_dp, key=lambda b: b.value)

@@ -8,7 +8,8 @@ output and index bytes, share = shard rows / table rows, lookups spread over row
   bwd compute  bwd_compute_multiplier × fwd compute (training only)
   comms        TW/CW all-to-all of bags·d·o (+ ids), RW reduce-scatter / all-gather of B·d·o·(W−1)/W,
                TWRW reduce-scatter in the host then all-to-all across hosts, DP all-reduce 2·(W−1)/W·table bytes
-  + one link latency per collective kind a rank takes part in (per pass).
+  + one link latency per distinct collective call a rank takes part in (`COLLECTIVE_CALLS`; backward calls only
+    when training): TW/CW all-to-all fwd + bwd, RW reduce-scatter fwd + all-gather bwd, DP all-reduce bwd.
 """
 from __future__ import annotations
 
@@ -23,13 +24,17 @@ from sharding.plan import Shard, ShardingPlan, ShardingType
 from sharding.topology import Topology
 from sharding.workload import PlanWorkload
 
-__all__ = ["CostModel", "ShardCost", "RankCost", "zipf_miss_rate", "MissCurve"]
+__all__ = ["CostModel", "ShardCost", "RankCost", "zipf_miss_rate", "MissCurve", "COLLECTIVE_CALLS"]
 
 MissCurve = Callable[[float], float] | tuple[np.ndarray, np.ndarray]
-_COLLECTIVE = {ShardingType.TABLE_WISE: ("all_to_all",), ShardingType.COLUMN_WISE: ("all_to_all",),
-               ShardingType.ROW_WISE: ("reduce_scatter", "all_gather"),
-               ShardingType.TABLE_ROW_WISE: ("reduce_scatter", "all_to_all"),
-               ShardingType.DATA_PARALLEL: ("all_reduce",)}
+# collective calls (pass, op) a shard's rank takes part in: each distinct call pays one link latency per iteration
+COLLECTIVE_CALLS = {
+    ShardingType.TABLE_WISE: (("fwd", "all_to_all"), ("bwd", "all_to_all")),
+    ShardingType.COLUMN_WISE: (("fwd", "all_to_all"), ("bwd", "all_to_all")),
+    ShardingType.ROW_WISE: (("fwd", "reduce_scatter"), ("bwd", "all_gather")),
+    ShardingType.TABLE_ROW_WISE: (("fwd", "reduce_scatter"), ("fwd", "all_to_all"), ("bwd", "all_to_all"),
+                                  ("bwd", "all_gather")),
+    ShardingType.DATA_PARALLEL: (("bwd", "all_reduce"),)}
 
 
 def _harmonic(k: float, a: float) -> float:
@@ -207,7 +212,7 @@ class CostModel:
     def breakdown(self, plan: ShardingPlan) -> list[RankCost]:
         topo = self.topology
         ranks = [RankCost(r, memory={t.name: 0.0 for t in topo.tiers}) for r in range(plan.world_size)]
-        kinds: list[set[str]] = [set() for _ in range(plan.world_size)]
+        calls: list[set[tuple[str, str]]] = [set() for _ in range(plan.world_size)]
         for tp in plan.tables.values():
             t = self.tables[tp.name]
             for s in tp.shards:
@@ -222,16 +227,27 @@ class CostModel:
                                               s.cache_fraction).items():
                     rc.memory[k] = rc.memory.get(k, 0.0) + v
                 if topo.world_size > 1:
-                    kinds[s.rank].update(_COLLECTIVE[tp.sharding_type])
-        passes = 2 if self.workload.train else 1
+                    calls[s.rank].update(c for c in COLLECTIVE_CALLS[tp.sharding_type]
+                                         if self.workload.train or c[0] == "fwd")
         lat = topo.collective_link(topo.world_size > topo.ranks_per_host).latency
-        for rc, k in zip(ranks, kinds, strict=False):
-            rc.latency = len(k) * lat * passes
+        for rc, k in zip(ranks, calls, strict=True):
+            rc.latency = len(k) * lat
         return ranks
 
     def plan_cost(self, plan: ShardingPlan) -> float:
-        """Seconds per iteration of the slowest rank."""
-        return max(r.total for r in self.breakdown(plan))
+        """Seconds per iteration of the slowest rank (same figure as `breakdown`, without the memory)."""
+        topo = self.topology
+        totals = np.zeros(plan.world_size)
+        calls: list[set[tuple[str, str]]] = [set() for _ in range(plan.world_size)]
+        for tp in plan.tables.values():
+            t = self.tables[tp.name]
+            cc = [c for c in COLLECTIVE_CALLS[tp.sharding_type] if self.workload.train or c[0] == "fwd"]
+            for s in tp.shards:
+                totals[s.rank] += self.shard_cost(t, tp.sharding_type, s.rows, s.cols, s.tier, s.cache_fraction).total
+                if topo.world_size > 1:
+                    calls[s.rank].update(cc)
+        lat = topo.collective_link(topo.world_size > topo.ranks_per_host).latency
+        return float(max(tot + len(k) * lat for tot, k in zip(totals, calls, strict=True)))
 
     def shard_cost_of(self, table: str, st: ShardingType, s: Shard) -> ShardCost:
         return self.shard_cost(self.tables[table], st, s.rows, s.cols, s.tier, s.cache_fraction)

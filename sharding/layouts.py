@@ -10,13 +10,26 @@ import math
 from embedding.spec import TableSpec
 from sharding.plan import Shard, ShardingType, TablePlan
 
-__all__ = ["row_ranges", "column_splits", "table_plan"]
+__all__ = ["row_ranges", "row_sizes", "column_splits", "table_plan"]
 
 
 def row_ranges(rows: int, n: int) -> list[tuple[int, int]]:
     """TorchRec's `_calculate_rw_shard_sizes_and_offsets`: blocks of ceil(rows / n)."""
     block = math.ceil(rows / n)
     return [(min(i * block, rows), min((i + 1) * block, rows)) for i in range(n)]
+
+
+def row_sizes(rows: int, n: int) -> list[tuple[int, int]]:
+    """The distinct shard row counts of `row_ranges(rows, n)` with how many shards have each (fast for big n)."""
+    block = math.ceil(rows / n)
+    full = rows // block
+    tail = rows - full * block
+    out = [(block, full)]
+    if tail:
+        out.append((tail, 1))
+    if n - full - (1 if tail else 0) > 0:
+        out.append((0, n - full - (1 if tail else 0)))
+    return out
 
 
 def column_splits(dim: int) -> list[int]:

@@ -1,14 +1,17 @@
 """Cache benchmark: simulator speed against libCacheSim, one-pass LRU miss-ratio curve, cached-execution sweep.
 
     .venv/bin/python -m benchmarks.cache_bench [--requests 5000000 --keys 1000000 --alpha 1.05 --repeats 3]
+    .venv/bin/python -m benchmarks.cache_bench --skip-simulator [--slow-tiers mmap,direct --policy lru]
 
 1. Same trace (bounded Zipf, hot keys scattered) through our simulators and libCacheSim's (oracleGeneral binary
    file, unit-size objects), same capacity; requests/s of each (median of repeats) and the ratio. Ours starts
    from the in-memory key array and includes its key→id map; libCacheSim's time is process_trace alone.
 2. The LRU miss-ratio curve over every capacity in one stack-distance pass, timed against one per-size run.
-3. TieredEmbeddingBag forward over a memmap slow tier: cache size × Zipf alpha, measured lookups/s, hit rate
-   and slow-tier bytes against the exact simulated LRU hit rate, beside the fast-only (whole table in a tensor)
-   and slow-only (every batch gathers its rows from the memmap) extremes.
+3. TieredEmbeddingBag forward, cache size × Zipf alpha × slow tier (memmap file, in the page cache here; the
+   same file through O_DIRECT, a real disk read per missed block): measured lookups/s, hit rate over the timed
+   batches beside the exact simulated hit rate of the same policy over the same lookups, slow-tier bytes (rows and
+   device blocks) and time share, beside the fast-only (whole table in RAM) and slow-only (every batch reads its
+   distinct rows from the same slow tier) extremes.
 """
 from __future__ import annotations
 
@@ -25,8 +28,9 @@ import torch.nn.functional as F
 from embedding.cache.mrc import lru_mrc, plot_mrc
 from embedding.cache.reference import libcachesim_run, write_oracle_trace
 from embedding.cache.simulate import simulate
-from embedding.cache.tiered import SlowTier, TieredEmbeddingBag
-from embedding.cache.workload import simulate_batches
+from embedding.cache.slow_tier import SLOW_KINDS, SlowTier
+from embedding.cache.tiered import TieredEmbeddingBag
+from embedding.cache.tiered_kernels import distinct_rows
 from embedding.generate import generate_batches
 from embedding.spec import AccessSpec, PoolingSpec, TableSpec, WorkloadSpec
 
@@ -93,53 +97,100 @@ def _time_passes(run, repeats: int) -> float:
     return _median_time(run, repeats)[0]
 
 
-def execution_sweep(rows: int, dim: int, batch: int, pooling: int, num_batches: int, fractions: list[float],
-                    alphas: list[float], repeats: int) -> None:
+def _sweep_inputs(rows: int, dim: int, batch: int, pooling: int, alpha: float, num_batches: int):
+    spec = WorkloadSpec("sweep", (TableSpec("t", rows, dim, pooling=PoolingSpec("fixed", pooling),
+                                            access=AccessSpec("zipf", alpha)),), batch, num_batches)
+    bs = generate_batches(spec)
+    return [(torch.from_numpy(b.indices.astype(np.int64)), torch.from_numpy(b.offsets)) for b in bs]
+
+
+def _slow_only(tier: SlowTier, inputs, repeats: int) -> float:
+    """Seconds per pass when every batch reads all its distinct rows from the slow tier, then pools them."""
+    mark = np.full(tier.rows, -1, np.int32)
+
+    def run():
+        for i, o in inputs:
+            uniq, inv = distinct_rows(i.numpy(), mark)
+            F.embedding_bag(torch.from_numpy(inv), tier.read(uniq), o, mode="sum", include_last_offset=True)
+    return _time_passes(run, repeats)
+
+
+def _cached(weights: np.ndarray, cap: int, policy: str, kind: str, warm, measured, repeats: int) -> dict:
+    """A fresh cache per repeat: warm-up batches untimed, then the measured batches timed; medians."""
+    runs = []
+    for _ in range(repeats):
+        m = TieredEmbeddingBag(weights, cap, policy, slow=kind)
+        try:
+            with torch.no_grad():
+                for i, o in warm:
+                    m(i, o)
+                s = m.slow
+                before = (m.hits, m.lookups, s.bytes_read, s.device_bytes_read, s.seconds_read)
+                t0 = time.perf_counter()
+                for i, o in measured:
+                    m(i, o)
+                t = time.perf_counter() - t0
+            after = (m.hits, m.lookups, s.bytes_read, s.device_bytes_read, s.seconds_read)
+            d = [a - b for a, b in zip(after, before, strict=True)]
+            runs.append({"seconds": t, "hit": d[0] / d[1], "lookups": d[1], "row_bytes": d[2], "dev_bytes": d[3],
+                         "slow_seconds": d[4]})
+        finally:
+            m.close()
+    mid = sorted(runs, key=lambda r: r["seconds"])[len(runs) // 2]
+    return mid
+
+
+def execution_sweep(rows: int, dim: int, batch: int, pooling: int, warm_batches: int, num_batches: int,
+                    fractions: list[float], alphas: list[float], kinds: list[str], policy: str,
+                    repeats: int) -> None:
     torch.set_num_threads(1)
     weights = np.random.default_rng(0).standard_normal((rows, dim), dtype=np.float32)
-    row_bytes = dim * 4
-    print(f"\n== cached execution (forward, 1 thread): table {rows:,} x {dim} fp32 ({rows * row_bytes / 2**20:.0f} MiB), "
-          f"batch {batch} x pooling {pooling}, {num_batches} batches, cold start, median of {repeats} ==")
-    print("   slow tier = memmap file; on this machine it sits in the OS page cache, so 'slow' is RAM plus a copy")
-    print(f"{'alpha':>5} {'cache':>6} {'lookups/s':>11} {'hit':>6} {'sim hit':>7} {'slow MiB':>9} "
-          f"{'fast-only':>11} {'slow-only':>11}")
+    print(f"\n== cached execution ({policy}, forward, 1 thread): table {rows:,} x {dim} fp32 "
+          f"({rows * dim * 4 / 2**20:.0f} MiB), batch {batch} x pooling {pooling}; {warm_batches} warm-up batches "
+          f"untimed, then {num_batches} timed; median of {repeats} ==")
+    print("   slow tier mmap: memmap file, in the OS page cache here (RAM + a copy); direct: the same file through "
+          "O_DIRECT, 4 KiB blocks, 8 I/O threads (a real disk read per missed block)")
+    print(f"{'tier':6} {'alpha':>5} {'cache':>6} {'lookups/s':>10} {'hit':>6} {'sim hit':>7} {'slow MiB':>8} "
+          f"{'dev MiB':>8} {'slow t%':>7} {'fast-only':>10} {'slow-only':>10} {'vs slow':>7}")
     for alpha in alphas:
-        spec = WorkloadSpec("sweep", (TableSpec("t", rows, dim, pooling=PoolingSpec("fixed", pooling),
-                                                access=AccessSpec("zipf", alpha)),), batch, num_batches)
-        bs = generate_batches(spec)
-        inputs = [(torch.from_numpy(b.indices.astype(np.int64)), torch.from_numpy(b.offsets)) for b in bs]
-        lookups = sum(b.num_lookups for b in bs)
+        inputs = _sweep_inputs(rows, dim, batch, pooling, alpha, warm_batches + num_batches)
+        warm, measured = inputs[:warm_batches], inputs[warm_batches:]
+        keys = torch.cat([i for i, _ in inputs]).numpy()
+        n_warm = sum(i.numel() for i, _ in warm)
+        lookups = keys.size - n_warm
         table = torch.from_numpy(weights)
-        fast = lookups / _time_passes(lambda inputs=inputs, table=table: [
-            F.embedding_bag(i, table, o, mode="sum", include_last_offset=True) for i, o in inputs], repeats)
-        slow_tier = SlowTier(weights, "mmap")
-
-        def slow_only(inputs=inputs, slow_tier=slow_tier):
-            for i, o in inputs:
-                uniq, inv = np.unique(i.numpy(), return_inverse=True)
-                rows_t, _ = slow_tier.read(uniq)
-                F.embedding_bag(torch.from_numpy(inv), rows_t, o, mode="sum", include_last_offset=True)
-
-        slow = lookups / _time_passes(slow_only, repeats)
-        slow_tier.close()
+        fast = lookups / _time_passes(lambda t=table, ms=measured: [
+            F.embedding_bag(i, t, o, mode="sum", include_last_offset=True) for i, o in ms], repeats)
+        max_distinct = max(np.unique(i.numpy()).size for i, _ in inputs)
+        sims = {}
         for frac in fractions:
             cap = int(frac * rows)
-            sim = simulate_batches(bs, spec.tables, "lru", capacity_rows=cap).overall
-            times = []
-            for _ in range(repeats):  # a fresh (cold) cache each repeat, built outside the timing
-                m = TieredEmbeddingBag(weights, cap, "lru")
-                t0 = time.perf_counter()
-                with torch.no_grad():
-                    for i, o in inputs:
-                        m(i, o)
-                times.append(time.perf_counter() - t0)
-                hit, read = m.hits / m.lookups, m.slow.bytes_read
-                m.close()
-            t = statistics.median(times)
-            print(f"{alpha:>5} {frac:>6.0%} {lookups / t:>11.3g} {hit:>6.3f} {sim.hit_rate:>7.3f} "
-                  f"{read / 2**20:>9.1f} {fast:>11.3g} {slow:>11.3g}")
-    print("   hit = measured (per batch: first lookup of a row not cached at batch start misses); "
-          "sim hit = exact per-lookup LRU; slow MiB = rows fetched x row bytes")
+            if cap >= max_distinct:
+                sims[frac] = simulate(keys, policy, cap).hit_flags[n_warm:].mean()
+        for kind in kinds:
+            tier = SlowTier(weights, kind)
+            try:
+                slow = lookups / _slow_only(tier, measured, repeats)
+            finally:
+                tier.close()
+            for frac in fractions:
+                if frac not in sims:
+                    print(f"{kind:6} {alpha:>5} {frac:>6.1%}  skipped: a batch touches {max_distinct:,} rows, "
+                          f"more than the cache's {int(frac * rows):,}")
+                    continue
+                r = _cached(weights, int(frac * rows), policy, kind, warm, measured, repeats)
+                thr = r["lookups"] / r["seconds"]
+                print(f"{kind:6} {alpha:>5} {frac:>6.1%} {thr:>10.3g} {r['hit']:>6.3f} {sims[frac]:>7.3f} "
+                      f"{r['row_bytes'] / 2**20:>8.1f} {r['dev_bytes'] / 2**20:>8.1f} "
+                      f"{r['slow_seconds'] / r['seconds']:>7.0%} {fast:>10.3g} {slow:>10.3g} {thr / slow:>6.1f}x")
+    print("   lookups/s: timed lookups / wall time of the timed batches (admission, write-back, fetch, pooling).\n"
+          "   hit: measured over the timed batches (a lookup hits when its row is cached when looked up; a batch's "
+          "rows are never evicted during it);\n"
+          f"   sim hit: exact per-lookup {policy} simulation of the whole stream, counted over the same lookups.\n"
+          "   slow MiB: rows fetched x row bytes; dev MiB: bytes the tier moved (whole 4 KiB blocks for direct);\n"
+          "   slow t%: share of the wall time spent inside slow-tier reads. fast-only: one embedding_bag over the "
+          "whole table in RAM;\n"
+          "   slow-only: per batch, its distinct rows read from the same slow tier, then pooled (no cache).")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -151,18 +202,29 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--png", default=None, help="write the miss-ratio curve plot here")
     p.add_argument("--rows", type=int, default=200_000, help="table rows of the execution sweep")
-    p.add_argument("--batches", type=int, default=100, help="batches of the execution sweep")
+    p.add_argument("--warm-batches", type=int, default=50, help="untimed batches before the timed ones")
+    p.add_argument("--batches", type=int, default=50, help="timed batches of the execution sweep")
+    p.add_argument("--slow-tiers", default="mmap,direct", help=f"comma-separated, of {SLOW_KINDS}")
+    p.add_argument("--policy", default="lru", choices=("lru", "lfu"), help="cached-execution policy")
+    p.add_argument("--exec-repeats", type=int, default=1, help="fresh caches per sweep point (median)")
+    p.add_argument("--skip-simulator", action="store_true", help="run only the cached-execution sweep")
     p.add_argument("--skip-execution", action="store_true")
     args = p.parse_args(argv)
+    kinds = args.slow_tiers.split(",")
     if args.requests <= 0 or args.keys <= 0 or not 0 < args.capacity_fraction <= 1 or args.repeats <= 0:
         p.error("--requests, --keys, --repeats must be > 0 and --capacity-fraction in (0, 1]")
-    keys = zipf_trace(args.requests, args.keys, args.alpha)
-    capacity = max(32, int(args.capacity_fraction * args.keys))
-    speed_vs_libcachesim(keys, capacity, args.repeats)
-    mrc_timing(keys, capacity, args.png)
+    if min(args.rows, args.batches, args.exec_repeats) <= 0 or args.warm_batches < 0:
+        p.error("--rows, --batches, --exec-repeats must be > 0 and --warm-batches ≥ 0")
+    if not set(kinds) <= set(SLOW_KINDS):
+        p.error(f"--slow-tiers {args.slow_tiers!r}: each must be one of {SLOW_KINDS}")
+    if not args.skip_simulator:
+        keys = zipf_trace(args.requests, args.keys, args.alpha)
+        capacity = max(32, int(args.capacity_fraction * args.keys))
+        speed_vs_libcachesim(keys, capacity, args.repeats)
+        mrc_timing(keys, capacity, args.png)
     if not args.skip_execution:
-        execution_sweep(args.rows, 64, 512, 8, args.batches, [0.05, 0.1, 0.3], [0.8, 1.05, 1.2], args.repeats)
-
+        execution_sweep(args.rows, 64, 512, 8, args.warm_batches, args.batches, [0.05, 0.1, 0.3],
+                        [0.8, 1.05, 1.2], kinds, args.policy, args.exec_repeats)
 
 if __name__ == "__main__":
     main()

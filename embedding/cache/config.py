@@ -39,6 +39,9 @@ class CacheConfig:
     """simulate: exact hit/miss counts over the lookup stream; execute: run the two-tier embedding and time it."""
     warmup_fraction: float = 0.1
     """static only: the prefix of the stream whose row frequencies choose the pinned hot set."""
+    slow_tier: str = "mmap"
+    """execute only: where the full table lives: mmap (a memory-mapped file; served from the page cache once warm),
+    direct (the same file read with O_DIRECT: a real disk tier), host (a host tensor, pinned when CUDA is present)."""
     include_references: bool = True
     """Also report Belady (optimal) and infinite-cache (compulsory) misses at the same capacity."""
 
@@ -47,6 +50,8 @@ class CacheConfig:
             raise CacheConfigError(f"cache.policy {self.policy!r} is not one of {POLICIES}")
         if self.scope not in SCOPES:
             raise CacheConfigError(f"cache.scope {self.scope!r} is not one of {SCOPES}")
+        if self.slow_tier not in ("host", "mmap", "direct"):
+            raise CacheConfigError(f"cache.slow_tier {self.slow_tier!r} is not one of ('host', 'mmap', 'direct')")
         if self.mode not in MODES:
             raise CacheConfigError(f"cache.mode {self.mode!r} is not one of {MODES}")
         if self.capacity_rows < 0 or self.capacity_bytes < 0 or self.capacity_fraction < 0:

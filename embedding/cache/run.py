@@ -100,12 +100,13 @@ def _execute(cfg: CacheConfig, spec: WorkloadSpec, batches: Sequence[Batch], tra
         if len({t.dim for t in tables}) != 1:
             raise CacheInputError("shared cached execution needs one dim for all tables")
         weights = rng.standard_normal((sum(t.rows for t in tables), tables[0].dim), dtype=np.float32)
-        mods = [TieredEmbeddingBag(weights, caps[0], cfg.policy)]
+        mods = [TieredEmbeddingBag(weights, caps[0], cfg.policy, slow=cfg.slow_tier)]
         keys = [shared_stream([b], tables)[0] for b in batches]
         offs = [np.concatenate([[0], np.cumsum(b.lengths.ravel())]) for b in batches]
         inputs = [[(torch.from_numpy(k), torch.from_numpy(o))] for k, o in zip(keys, offs, strict=True)]
     else:
-        mods = [TieredEmbeddingBag(rng.standard_normal((t.rows, t.dim), dtype=np.float32), c, cfg.policy)
+        mods = [TieredEmbeddingBag(rng.standard_normal((t.rows, t.dim), dtype=np.float32), c, cfg.policy,
+                                   slow=cfg.slow_tier)
                 for t, c in zip(tables, caps, strict=True)]
         inputs = [[(torch.from_numpy(b.table_indices(t).astype(np.int64)),
                     torch.from_numpy(np.concatenate([[0], np.cumsum(b.lengths[t])])))
@@ -123,7 +124,7 @@ def _execute(cfg: CacheConfig, spec: WorkloadSpec, batches: Sequence[Batch], tra
         elapsed = time.perf_counter() - t0
         lookups = sum(m.lookups for m in mods)
         hits = sum(m.hits for m in mods)
-        how = (f"measured: TieredEmbeddingBag ({cfg.policy}, slow tier memmap file) over {len(batches)} batches, "
+        how = (f"measured: TieredEmbeddingBag ({cfg.policy}, slow tier {cfg.slow_tier}) over {len(batches)} batches, "
                f"{'forward+backward+update' if train else 'forward'}, one pass incl. final flush")
         res = [
             _m("lookup_throughput", lookups / elapsed, "lookups/s", how + "; lookups / wall time"),

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from embedding.cache.simulate import CacheInputError
-from embedding.cache.tiered import TieredEmbeddingBag
+from embedding.cache.tiered import SlowTier, TieredEmbeddingBag
 
 ROWS, DIM, LR = 400, 8, 0.1
 
@@ -34,7 +34,7 @@ def _reference_step(ref: torch.nn.EmbeddingBag, mom: torch.Tensor, idx: torch.Te
 
 @pytest.mark.parametrize("policy", ["lru", "lfu"])
 @pytest.mark.parametrize("optimizer", ["sgd", "rowwise_adagrad"])
-@pytest.mark.parametrize("slow", ["mmap", "host"])
+@pytest.mark.parametrize("slow", ["mmap", "host", "direct"])
 def test_training_matches_uncached_and_keeps_every_update(policy, optimizer, slow):
     w0 = np.random.default_rng(0).standard_normal((ROWS, DIM)).astype(np.float32)
     cached = TieredEmbeddingBag(w0, 40, policy=policy, slow=slow, optimizer=optimizer, lr=LR)
@@ -51,8 +51,12 @@ def test_training_matches_uncached_and_keeps_every_update(policy, optimizer, slo
             cached.apply_gradients()
             _reference_step(ref, mom, idx, optimizer)
         assert cached.rows_written_back > 0  # evictions happened before the flush
+        resident = cached.map.row_of_slot[cached.map.row_of_slot >= 0]
+        evicted = np.setdiff1d(np.arange(ROWS), resident)  # their updates must be in the slow tier already
+        torch.testing.assert_close(torch.from_numpy(cached.slow.to_numpy()[evicted]), ref.weight.detach()[evicted])
         cached.flush()
         torch.testing.assert_close(torch.from_numpy(cached.slow.to_numpy()), ref.weight.detach())
+        assert cached.slow.bytes_written == cached.rows_written_back * DIM * 4
         if optimizer == "rowwise_adagrad":
             torch.testing.assert_close(torch.from_numpy(cached.slow.momentum), mom)
         assert cached.hits + cached.misses == cached.lookups
@@ -72,6 +76,25 @@ def test_inference_counts_compulsory_misses_when_table_fits():
     cached.close()
 
 
+def test_direct_tier_reads_whole_blocks_and_round_trips_writes():
+    w0 = np.random.default_rng(6).standard_normal((ROWS, DIM)).astype(np.float32)  # 32 B rows: 128 per block
+    tier = SlowTier(w0, "direct")
+    try:
+        torch.testing.assert_close(tier.read(np.array([300, 0, 1])), torch.from_numpy(w0[[300, 0, 1]]))
+        assert (tier.bytes_read, tier.device_bytes_read) == (3 * 32, 2 * 4096)  # blocks 0 and 2
+        tier.read(np.array([0, 200]))  # blocks 0 and 1: adjacent, one request, two blocks
+        assert tier.device_bytes_read == 4 * 4096
+        new = np.full((2, DIM), 7.0, np.float32)
+        tier.write(np.array([399, 5]), torch.from_numpy(new))
+        want = w0.copy()
+        want[[399, 5]] = 7.0
+        np.testing.assert_array_equal(tier.to_numpy(), want)
+        assert (tier.bytes_written, tier.device_bytes_written) == (2 * 32, 2 * 4096)
+        assert tier.seconds_read > 0 and tier.seconds_written > 0
+    finally:
+        tier.close()
+
+
 def test_bad_inputs_are_named():
     w0 = np.zeros((10, 4), np.float32)
     with pytest.raises(CacheInputError, match="cache_rows must be in"):
@@ -80,6 +103,8 @@ def test_bad_inputs_are_named():
         TieredEmbeddingBag(w0, 11)
     with pytest.raises(CacheInputError, match="policy 'lru' or 'lfu'"):
         TieredEmbeddingBag(w0, 4, policy="belady")
+    with pytest.raises(CacheInputError, match="slow tier kind 'ssd'"):
+        TieredEmbeddingBag(w0, 4, slow="ssd")
     m = TieredEmbeddingBag(w0, 2)
     with pytest.raises(CacheInputError, match="touches 3 distinct rows"):
         m(torch.tensor([1, 2, 3]), torch.tensor([0, 3]))

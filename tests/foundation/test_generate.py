@@ -4,10 +4,12 @@ import pytest
 from scipy import stats
 
 from embedding.generate import (
-    HEAD_RANKS,
     WorkloadGenerator,
+    _power_mass,
     _scatter,
     _scatter_range,
+    _shape_q,
+    _TableSampler,
     generate_batches,
     zipf_probabilities,
 )
@@ -72,7 +74,8 @@ def test_zipf_frequencies_match_theory(alpha):
     expected = p * idx.size
     head = stats.chisquare(by_rank[:200], expected[:200] * by_rank[:200].sum() / expected[:200].sum())
     assert head.pvalue > 1e-4
-    for lo, hi in ((0, 10), (HEAD_RANKS - 2000, HEAD_RANKS), (HEAD_RANKS, HEAD_RANKS + 2000), (50_000, n)):
+    head = sampler.head_ranks  # last rank drawn by the alias table (partly); the continuous tail starts inside it
+    for lo, hi in ((0, 10), (head - 2000, head), (head, head + 2000), (50_000, n)):
         observed, want = by_rank[lo:hi].sum(), expected[lo:hi].sum()
         assert abs(observed - want) < 5 * np.sqrt(want) + 1e-3 * idx.size, (lo, hi, observed, want)
 
@@ -109,3 +112,69 @@ def test_multi_hot_sizes_per_table():
     tables = tuple(TableSpec(f"t{i}", 100, 8, pooling=PoolingSpec("fixed", s)) for i, s in enumerate(sizes))
     batch = generate_batches(WorkloadSpec("m", tables, batch_size=16, num_batches=1))[0]
     assert batch.lengths.sum(axis=1).tolist() == [16 * s for s in sizes]
+
+
+def _outcome_probabilities(sampler):
+    """Exact probability of each code the packed alias table yields (own code below threshold, else alias)."""
+    table = sampler.alias_table.reshape(-1, 2)
+    scale = 2.0 ** int(sampler.bucket_shift)
+    own_p = table[:, 0].astype(np.float64) / scale / table.shape[0]
+    codes = table[:, 1]
+    own = (codes & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(np.int32)
+    alias = (codes >> np.uint64(32)).astype(np.uint32).view(np.int32)
+    prob = {}
+    for c, q in zip(np.concatenate([own, alias]), np.concatenate([own_p, 1 / table.shape[0] - own_p]), strict=True):
+        prob[int(c)] = prob.get(int(c), 0.0) + q
+    return prob
+
+
+@pytest.mark.parametrize("alpha", [0.8, 1.05, 2.0])
+def test_alias_layout_gives_exact_head_and_continuous_tail(alpha):
+    """Head ranks get exact Zipf probabilities (relative error < 1e-9, the continuous tail's share of the
+    normaliser); the tail pieces carry exactly ∫ x^-alpha over [head_ranks - ½, N + ½] in total."""
+    n = 300_000
+    sampler = _TableSampler(TableSpec("z", n, 8, access=AccessSpec("zipf", alpha)), seed=1, index=0)
+    prob = _outcome_probabilities(sampler)
+    k = sampler.head_ranks
+    rows = _scatter_range(k, n, sampler.half_bits, sampler.keys)
+    head = np.array([prob[int(r)] for r in rows[:-1]])
+    exact = zipf_probabilities(n, alpha)
+    assert np.max(np.abs(head / exact[: k - 1] - 1)) < 1e-9
+    tail = sum(q for c, q in prob.items() if c < 0) + prob[int(rows[-1])]
+    want = float(_power_mass(k - 0.5, n + 0.5, alpha)) * prob[int(rows[0])]
+    assert abs(tail / want - 1) < 1e-12
+    assert sampler.alias_table.nbytes <= 2**19  # O(buckets), not O(rows)
+
+
+@pytest.mark.parametrize("alpha", [0.3, 1.0, 1.05, 3.0])
+def test_tail_shape_polynomial_inverts_the_piece_cdf(alpha):
+    """h(u) = u + u(u-1) q(2u-1) against the long-double inverse CDF of x^-alpha on one piece: exact ends,
+    error < 1e-13 inside."""
+    sampler = _TableSampler(TableSpec("z", 10**6, 8, access=AccessSpec("zipf", alpha)), seed=1, index=0)
+    u = np.linspace(0, 1, 10_001)[1:-1]
+    h = u + u * (u - 1) * np.polynomial.polynomial.polyval(2 * u - 1, sampler.q)
+    exact = u + u * (u - 1) * _shape_q(u, alpha, sampler.per_octave)
+    assert np.max(np.abs(h - exact.astype(np.float64))) < 1e-13
+
+
+def test_ids_do_not_depend_on_how_many_are_drawn():
+    """Counter-based streams and chunked passes: the first k ids of a call are the same whatever its length."""
+    sampler = _TableSampler(TableSpec("z", 5_000_000, 8, access=AccessSpec("zipf", 0.9)), seed=4, index=2)
+    long, short = np.empty(5000, dtype=np.int64), np.empty(3001, dtype=np.int64)
+    sampler.fill(long, 77)
+    sampler.fill(short, 77)
+    assert np.array_equal(long[:3001], short)
+
+
+def test_tables_beyond_int32_row_ids():
+    """Row ids ≥ 2^31 do not fit the packed codes: head ranks go through the tail path and still hit their rows."""
+    n, alpha = 2**31 + 11, 1.05
+    sampler = _TableSampler(TableSpec("big", n, 8, access=AccessSpec("zipf", alpha)), seed=0, index=0)
+    ids = np.empty(400_000, dtype=np.int64)
+    sampler.fill(ids, 5)
+    assert ids.min() >= 0 and ids.max() < n and ids.max() >= 2**31 - 2**27
+    z = np.sum(np.arange(1, 10**6 + 1, dtype=np.float64) ** -alpha) + float(_power_mass(10**6 + 0.5, n + 0.5, alpha))
+    for rank in (1, 2, 10):
+        expected = ids.size * rank**-alpha / z
+        hits = np.count_nonzero(ids == _scatter(rank - 1, n, sampler.half_bits, sampler.keys))
+        assert abs(hits - expected) < 5 * np.sqrt(expected), rank

@@ -7,6 +7,8 @@
   dlrmbench sweep gather|plans ...         one table (CSV, markdown) of a sweep's jobs; planners × ranks records
   dlrmbench report RECORDS --out DIR       markdown + HTML report with PNG plots
   dlrmbench regress deterministic|timed    compare against results/baselines; exit 1 on a regression
+  dlrmbench dist [overrides]               run a sharding plan across local gloo ranks (TorchRec DMP)
+  dlrmbench calibrate | validate-cost | compare-plans   fit the cost model; predicted vs measured; plans side by side
 """
 from __future__ import annotations
 
@@ -70,10 +72,13 @@ def main(argv: list[str] | None = None) -> int:
         from . import plan_cli
 
         return plan_cli.main(argv)
-    if cmd in ("sweep", "report", "regress"):
+    modules = {"sweep": "benchmarks.sweep", "report": "benchmarks.report", "regress": "benchmarks.regress",
+               "dist": "benchmarks.distributed.launch", "calibrate": "benchmarks.calibrate",
+               "validate-cost": "benchmarks.validate_cost", "compare-plans": "benchmarks.compare_plans"}
+    if cmd in modules:
         import importlib
 
-        return importlib.import_module(f"benchmarks.{cmd}").main(rest)
+        return importlib.import_module(modules[cmd]).main(rest)
     print(f"dlrmbench: unknown command {cmd!r}\n{__doc__}", file=sys.stderr)
     return 2
 

@@ -1,0 +1,171 @@
+"""`dlrmbench validate-cost [--hardware H] [--world-sizes 2] [--quick] [--records F]`: run ≥ 10 plans for real
+and hold the cost model to what they measure.
+
+Plans span sharding types (our optimizer's, TorchRec's planner's, greedy, round-robin, all row-wise, column-wise,
+table-row-wise, some data-parallel, everything on one rank) over three workloads, on each world size given.
+Per case: predicted step time (our `CostModel.plan_cost` and TorchRec's estimator, both on `--hardware`) against
+the measured median step time; per rank: predicted rank total against the measured embedding stages of that
+rank. Error = |predicted − measured| / measured; the table ends with the median absolute error of each model.
+A `validation` record with those medians is appended next to the cases' own `distributed` records.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.distributed.config import compose_dist
+from benchmarks.distributed.jobs import metric_value, rank_values, run_cases
+from benchmarks.records import append_records, environment, git_sha, metric, new_run_id
+from embedding.workload_config import build_workload
+from sharding.layouts import column_splits, table_plan
+from sharding.plan import ShardingPlan, ShardingType
+
+__all__ = ["main", "WORKLOADS", "build_cases", "error_table"]
+
+TW, RW, CW, TWRW, DP = (ShardingType.TABLE_WISE, ShardingType.ROW_WISE, ShardingType.COLUMN_WISE,
+                        ShardingType.TABLE_ROW_WISE, ShardingType.DATA_PARALLEL)
+
+WORKLOADS = {
+    "small4": ["workload=smoke"],
+    "uniform8": ["workload=smoke", "workload.rows=[200000,200000,200000,200000,200000,200000,200000,200000]",
+                 "workload.dim=32", "workload.pooling.kind=fixed", "workload.pooling.mean=16",
+                 "workload.access.kind=uniform", "workload.batch_size=1024"],
+    "wide2": ["workload=smoke", "workload.rows=[500000,300000]", "workload.dim=128", "workload.pooling.kind=fixed",
+              "workload.pooling.mean=32", "workload.batch_size=512"],
+}
+PLANS = {"small4": ["ours", "torchrec", "round_robin", "all_rw", "one_rank", "dp_small"],
+         "uniform8": ["ours", "greedy_size", "all_cw", "all_twrw"],
+         "wide2": ["ours", "all_rw", "all_cw"]}
+
+
+def _built(name: str, overrides: list[str], world: int) -> dict | str:
+    """A named optimizer, or a plan dict of one sharding layout for every table."""
+    if name in ("ours", "torchrec", "round_robin", "greedy_size", "best_greedy"):
+        return name
+    spec = build_workload(compose_dist(overrides).workload)
+    ranks = list(range(world))
+    tables = {}
+    for i, t in enumerate(spec.tables):
+        if name == "all_rw":
+            tp = table_plan(t, RW, ranks, "ddr")
+        elif name == "all_twrw":
+            tp = table_plan(t, TWRW, ranks, "ddr")
+        elif name == "all_cw" and world in column_splits(t.dim):
+            tp = table_plan(t, CW, [(i + k) % world for k in ranks], "ddr")
+        elif name == "dp_small" and t.rows <= 20000:
+            tp = table_plan(t, DP, ranks, "ddr")
+        else:  # one_rank, or the table-wise fallback: round-robin (one_rank: all on rank 0)
+            tp = table_plan(t, TW, [0 if name == "one_rank" else i % world], "ddr")
+        tables[t.name] = tp
+    return ShardingPlan(world, tables, optimizer=name).to_dict()
+
+
+def build_cases(world: int, quick: bool) -> list[dict]:
+    cases = []
+    for wl, overrides in WORKLOADS.items():
+        for plan in PLANS[wl][: 3 if quick else None]:
+            cases.append({"label": f"{wl}/{plan}/w{world}", "overrides": overrides,
+                          "plan": _built(plan, overrides, world)})
+    return cases
+
+
+def _err(pred: float | None, meas: float | None) -> float | None:
+    return None if pred is None or not meas else abs(pred - meas) / meas
+
+
+def _fmt(x: float | None, pct: bool = False) -> str:
+    return "—" if x is None else (f"{100 * x:.0f}%" if pct else f"{x:.2f}")
+
+
+def error_table(records: list[dict]) -> tuple[list[str], dict[str, float]]:
+    """Markdown lines (per case, then per rank) and the median absolute errors."""
+    lines = ["| case | types | measured step ms | ours ms | ours err | TorchRec ms | TorchRec err |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    errs: dict[str, list[float]] = {"ours": [], "torchrec": [], "ours_rank": [], "torchrec_rank": []}
+    rank_lines = ["| case | rank | measured embedding ms | ours ms | ours err | TorchRec ms | TorchRec err |",
+                  "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in records:
+        meas, ours = metric_value(r, "step_time"), metric_value(r, "predicted_step_time")
+        trec = metric_value(r, "torchrec_predicted_step_time")
+        eo, et = _err(ours, meas), _err(trec, meas)
+        errs["ours"] += [eo] if eo is not None else []
+        errs["torchrec"] += [et] if et is not None else []
+        types = " ".join(f"{k}{v}" for k, v in r["plan"]["sharding_types"].items())
+        lines.append(f"| {r['case']} | {types} | {_fmt(meas)} | {_fmt(ours)} | {_fmt(eo, True)} | {_fmt(trec)} | "
+                     f"{_fmt(et, True)} |")
+        pr, tr = rank_values(r, "predicted_rank_time"), rank_values(r, "torchrec_predicted_rank_time")
+        for k, m in enumerate(rank_values(r, "embedding_time")):
+            po, pt = pr[k], (tr[k] if tr else None)
+            e1, e2 = _err(po, m), _err(pt, m)
+            errs["ours_rank"] += [e1] if e1 is not None else []
+            errs["torchrec_rank"] += [e2] if e2 is not None else []
+            rank_lines.append(f"| {r['case']} | {k} | {_fmt(m)} | {_fmt(po)} | {_fmt(e1, True)} | {_fmt(pt)} | "
+                              f"{_fmt(e2, True)} |")
+    med = {k: float(np.median(v)) for k, v in errs.items() if v}
+    lines.append(f"\nmedian absolute error of the step time: ours {_fmt(med.get('ours'), True)}, TorchRec "
+                 f"{_fmt(med.get('torchrec'), True)} ({len(records)} cases)\n")
+    rank_lines.append(f"\nmedian absolute error per rank: ours {_fmt(med.get('ours_rank'), True)}, TorchRec "
+                      f"{_fmt(med.get('torchrec_rank'), True)}")
+    return lines + rank_lines, med
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="dlrmbench validate-cost", description=__doc__.splitlines()[0])
+    p.add_argument("--hardware", default="", help="hardware preset or YAML (default: "
+                   "results/hardware/calibrated.yaml when `dlrmbench calibrate` wrote it, else dev_2core)")
+    p.add_argument("--world-sizes", default="2", help="comma-separated rank counts, one job each")
+    p.add_argument("--quick", action="store_true", help="3 plans per workload, 5 timed steps")
+    p.add_argument("--records", default="results/records.jsonl")
+    p.add_argument("--timeout", type=float, default=300.0)
+    return p
+
+
+def default_hardware(given: str) -> str:
+    if given:
+        return given
+    calibrated = Path("results/hardware/calibrated.yaml")
+    return str(calibrated) if calibrated.is_file() else "dev_2core"
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "validate-cost":
+        argv = argv[1:]
+    args = _parser().parse_args(argv)
+    try:
+        worlds = [int(x) for x in args.world_sizes.split(",")]
+        if any(w < 2 for w in worlds):
+            raise ValueError
+    except ValueError:
+        print(f"dlrmbench validate-cost: error: --world-sizes {args.world_sizes!r} must list integers ≥ 2",
+              file=sys.stderr)
+        return 2
+    hw = default_hardware(args.hardware)
+    overrides = [f"dist.hardware={hw}", "dist.model=embedding", "dist.mode=train"]
+    overrides += ["dist.repeats=5", "dist.warmup=2"] if args.quick else []
+    records, rc = [], 0
+    for w in worlds:
+        code, found = run_cases(build_cases(w, args.quick), overrides, w, args.records, args.timeout)
+        rc, records = rc or code, records + found
+    if not records:
+        return rc or 1
+    lines, med = error_table(records)
+    print("\n".join(lines))
+    how = f"median over cases of |predicted − measured| / measured, hardware {hw!r}"
+    append_records(args.records, [{
+        "run_id": new_run_id(), "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "git_sha": git_sha(),
+        "env": environment(), "kind": "validation", "backend": "torchrec_dmp", "config": {"hardware": hw,
+        "world_sizes": worlds, "quick": args.quick}, "cases": [r["case"] for r in records],
+        "case_run_ids": sorted({r["run_id"] for r in records}),
+        "metrics": [metric(f"median_abs_error_{k}", v, "fraction", how + (" (per rank: embedding stages)"
+                                                                          if k.endswith("rank") else ""))
+                    for k, v in med.items()]}])
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

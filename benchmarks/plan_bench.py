@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             for r in records:
                 metrics = [{"name": k, "value": r[k], "unit": u, "method": m} for k, u, m in (
                     ("wall_s", "s", "perf_counter around one planning call on this machine"),
-                    ("cost_ms", "ms", "dlrmbench cost model: slowest rank's fwd+bwd compute + comms + latency"),
+                    ("cost_ms", "ms", "dlrmbench cost model: step time as CostModel.plan_cost assembles it (collectives + fixed stage costs + slowest forward, backward and optimizer)"),
                     ("ratio", "x", "cost / dlrmbench lower bound (sharding.bounds)"),
                     ("torchrec_est_ms", "ms", "TorchRec 1.8 perf estimator, max over ranks of summed shard perf"),
                 ) if isinstance(r.get(k), float)]

@@ -4,8 +4,12 @@ and hold the cost model to what they measure.
 Plans span sharding types (our optimizer's, TorchRec's planner's, greedy, round-robin, all row-wise, column-wise,
 table-row-wise, some data-parallel, everything on one rank) over three workloads, on each world size given.
 Per case: predicted step time (our `CostModel.plan_cost` and TorchRec's estimator, both on `--hardware`) against
-the measured median step time; per rank: predicted rank total against the measured embedding stages of that
-rank. Error = |predicted − measured| / measured; the table ends with the median absolute error of each model.
+the measured step time; per rank: predicted rank time (ours: the rank's work + the collectives it joins + its
+wait for slower peers, `RankCost.elapsed`; TorchRec: its shards' perf summed) against the measured embedding
+stages of that rank (which include those waits). Error = |predicted − measured| / measured; the table ends with
+the median absolute error of each model. The whole list of cases runs `--rounds` times, one job each, and each
+measured figure is the median over rounds of the per-round medians: on a shared machine load from other
+processes comes in bursts of seconds, which one round of a case can fall into.
 A `validation` record with those medians is appended next to the cases' own `distributed` records.
 """
 from __future__ import annotations
@@ -24,7 +28,7 @@ from embedding.workload_config import build_workload
 from sharding.layouts import column_splits, table_plan
 from sharding.plan import ShardingPlan, ShardingType
 
-__all__ = ["main", "WORKLOADS", "build_cases", "error_table"]
+__all__ = ["main", "WORKLOADS", "build_cases", "error_table", "merge_rounds"]
 
 TW, RW, CW, TWRW, DP = (ShardingType.TABLE_WISE, ShardingType.ROW_WISE, ShardingType.COLUMN_WISE,
                         ShardingType.TABLE_ROW_WISE, ShardingType.DATA_PARALLEL)
@@ -81,33 +85,62 @@ def _fmt(x: float | None, pct: bool = False) -> str:
     return "—" if x is None else (f"{100 * x:.0f}%" if pct else f"{x:.2f}")
 
 
-def error_table(records: list[dict]) -> tuple[list[str], dict[str, float]]:
+def _ours_rank(record: dict, rank: int) -> float | None:
+    per = record.get("prediction", {}).get("ours_per_rank") or []
+    if rank >= len(per):
+        return None
+    r = per[rank]
+    return 1e3 * float(r.get("elapsed_s", r["total_s"]))
+
+
+def merge_rounds(rounds: list[list[dict]]) -> list[dict]:
+    """One summary per case: median over rounds of the measured step and per-rank embedding times."""
+    by_case: dict[str, list[dict]] = {}
+    for recs in rounds:
+        for r in recs:
+            by_case.setdefault(r["case"], []).append(r)
+    out = []
+    for case, recs in by_case.items():
+        first = recs[0]
+        ranks = [rank_values(r, "embedding_time") for r in recs]
+        out.append({"case": case, "types": first["plan"]["sharding_types"], "rounds": len(recs),
+                    "run_ids": [r["run_id"] for r in recs],
+                    "measured": float(np.median([metric_value(r, "step_time") for r in recs])),
+                    "ours": metric_value(first, "predicted_step_time"),
+                    "torchrec": metric_value(first, "torchrec_predicted_step_time"),
+                    "rank_measured": [float(np.median(v)) for v in zip(*ranks, strict=True)],
+                    "rank_ours": [_ours_rank(first, k) for k in range(len(ranks[0]))],
+                    "rank_torchrec": rank_values(first, "torchrec_predicted_rank_time") or None})
+    return out
+
+
+def error_table(cases: list[dict]) -> tuple[list[str], dict[str, float]]:
     """Markdown lines (per case, then per rank) and the median absolute errors."""
     lines = ["| case | types | measured step ms | ours ms | ours err | TorchRec ms | TorchRec err |",
              "|---|---|---:|---:|---:|---:|---:|"]
     errs: dict[str, list[float]] = {"ours": [], "torchrec": [], "ours_rank": [], "torchrec_rank": []}
     rank_lines = ["| case | rank | measured embedding ms | ours ms | ours err | TorchRec ms | TorchRec err |",
                   "|---|---:|---:|---:|---:|---:|---:|"]
-    for r in records:
-        meas, ours = metric_value(r, "step_time"), metric_value(r, "predicted_step_time")
-        trec = metric_value(r, "torchrec_predicted_step_time")
+    for c in cases:
+        meas, ours, trec = c["measured"], c["ours"], c["torchrec"]
         eo, et = _err(ours, meas), _err(trec, meas)
         errs["ours"] += [eo] if eo is not None else []
         errs["torchrec"] += [et] if et is not None else []
-        types = " ".join(f"{k}{v}" for k, v in r["plan"]["sharding_types"].items())
-        lines.append(f"| {r['case']} | {types} | {_fmt(meas)} | {_fmt(ours)} | {_fmt(eo, True)} | {_fmt(trec)} | "
+        types = " ".join(f"{k}{v}" for k, v in c["types"].items())
+        lines.append(f"| {c['case']} | {types} | {_fmt(meas)} | {_fmt(ours)} | {_fmt(eo, True)} | {_fmt(trec)} | "
                      f"{_fmt(et, True)} |")
-        pr, tr = rank_values(r, "predicted_rank_time"), rank_values(r, "torchrec_predicted_rank_time")
-        for k, m in enumerate(rank_values(r, "embedding_time")):
-            po, pt = pr[k], (tr[k] if tr else None)
+        tr = c["rank_torchrec"]
+        for k, m in enumerate(c["rank_measured"]):
+            po, pt = c["rank_ours"][k], (tr[k] if tr else None)
             e1, e2 = _err(po, m), _err(pt, m)
             errs["ours_rank"] += [e1] if e1 is not None else []
             errs["torchrec_rank"] += [e2] if e2 is not None else []
-            rank_lines.append(f"| {r['case']} | {k} | {_fmt(m)} | {_fmt(po)} | {_fmt(e1, True)} | {_fmt(pt)} | "
+            rank_lines.append(f"| {c['case']} | {k} | {_fmt(m)} | {_fmt(po)} | {_fmt(e1, True)} | {_fmt(pt)} | "
                               f"{_fmt(e2, True)} |")
     med = {k: float(np.median(v)) for k, v in errs.items() if v}
     lines.append(f"\nmedian absolute error of the step time: ours {_fmt(med.get('ours'), True)}, TorchRec "
-                 f"{_fmt(med.get('torchrec'), True)} ({len(records)} cases)\n")
+                 f"{_fmt(med.get('torchrec'), True)} ({len(cases)} cases, median over "
+                 f"{max(c['rounds'] for c in cases)} rounds)\n")
     rank_lines.append(f"\nmedian absolute error per rank: ours {_fmt(med.get('ours_rank'), True)}, TorchRec "
                       f"{_fmt(med.get('torchrec_rank'), True)}")
     return lines + rank_lines, med
@@ -118,7 +151,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--hardware", default="", help="hardware preset or YAML (default: "
                    "results/hardware/calibrated.yaml when `dlrmbench calibrate` wrote it, else dev_2core)")
     p.add_argument("--world-sizes", default="2", help="comma-separated rank counts, one job each")
-    p.add_argument("--quick", action="store_true", help="3 plans per workload, 5 timed steps")
+    p.add_argument("--quick", action="store_true", help="3 plans per workload, 5 timed steps, one round")
+    p.add_argument("--rounds", type=int, default=3, help="jobs over the whole case list; median over rounds")
+    p.add_argument("--repeats", type=int, default=20, help="timed steps per case and round")
     p.add_argument("--records", default="results/records.jsonl")
     p.add_argument("--timeout", type=float, default=300.0)
     return p
@@ -144,22 +179,30 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dlrmbench validate-cost: error: --world-sizes {args.world_sizes!r} must list integers ≥ 2",
               file=sys.stderr)
         return 2
+    if args.rounds < 1 or args.repeats < 1:
+        print("dlrmbench validate-cost: error: --rounds and --repeats must be ≥ 1", file=sys.stderr)
+        return 2
     hw = default_hardware(args.hardware)
+    rounds = 1 if args.quick else args.rounds
     overrides = [f"dist.hardware={hw}", "dist.model=embedding", "dist.mode=train"]
-    overrides += ["dist.repeats=5", "dist.warmup=2"] if args.quick else []
-    records, rc = [], 0
-    for w in worlds:
-        code, found = run_cases(build_cases(w, args.quick), overrides, w, args.records, args.timeout)
-        rc, records = rc or code, records + found
+    overrides += ["dist.repeats=5", "dist.warmup=2"] if args.quick else [f"dist.repeats={args.repeats}"]
+    per_round: list[list[dict]] = [[] for _ in range(rounds)]
+    rc = 0
+    for k in range(rounds):
+        for w in worlds:
+            code, found = run_cases(build_cases(w, args.quick), overrides, w, args.records, args.timeout)
+            rc, per_round[k] = rc or code, per_round[k] + found
+    records = [r for recs in per_round for r in recs]
     if not records:
         return rc or 1
-    lines, med = error_table(records)
+    cases = merge_rounds(per_round)
+    lines, med = error_table(cases)
     print("\n".join(lines))
     how = f"median over cases of |predicted − measured| / measured, hardware {hw!r}"
     append_records(args.records, [{
         "run_id": new_run_id(), "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "git_sha": git_sha(),
         "env": environment(), "kind": "validation", "backend": "torchrec_dmp", "config": {"hardware": hw,
-        "world_sizes": worlds, "quick": args.quick}, "cases": [r["case"] for r in records],
+        "world_sizes": worlds, "quick": args.quick, "rounds": rounds}, "cases": [c["case"] for c in cases],
         "case_run_ids": sorted({r["run_id"] for r in records}),
         "metrics": [metric(f"median_abs_error_{k}", v, "fraction", how + (" (per rank: embedding stages)"
                                                                           if k.endswith("rank") else ""))

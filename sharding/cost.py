@@ -1,15 +1,27 @@
 """Cost model: per-rank lookup time from bytes over tier bandwidth, communication per sharding type over links,
-memory per tier. A plan's cost is its slowest rank (forward + backward, compute + comms, no overlap assumed).
+memory per tier, and the fixed per-call costs of executing a step the way TorchRec's DistributedModelParallel
+does. A plan's cost is the step time of synchronous ranks (no overlap assumed).
 
 Byte formulas (B = batch per rank × world size, L = mean lookups per bag, d = shard columns, w/o/i = weight,
 output and index bytes, share = shard rows / table rows, lookups spread over rows as hashed ids are):
   lookups      TW, CW: B·L          RW, TWRW: B·L·share        DP: (B/world)·L
   fwd compute  lookups·d·w·(hit/bw_fast + miss/bw_tier) + (lookups·i + bags·d·o)/bw_fast
-  bwd compute  bwd_compute_multiplier × fwd compute (training only)
-  comms        TW/CW all-to-all of bags·d·o (+ ids), RW reduce-scatter / all-gather of B·d·o·(W−1)/W,
-               TWRW reduce-scatter in the host then all-to-all across hosts, DP all-reduce 2·(W−1)/W·table bytes
-  + one link latency per distinct collective call a rank takes part in (`COLLECTIVE_CALLS`; backward calls only
-    when training): TW/CW all-to-all fwd + bwd, RW reduce-scatter fwd + all-gather bwd, DP all-reduce bwd.
+  bwd compute  bwd_compute_multiplier × fwd compute (training only: TBE backward with the fused update)
+  optimizer    DP replicas: rows·d·w / optimizer bandwidth (dense step of what the fused update does not cover)
+  messages     input KJT all-to-all (every non-DP type) of lookups·i + bags·i (ids + lengths) into the shard's
+               rank; TW/CW pooled all-to-all of bags·d·o fwd and the same back in bwd; RW reduce-scatter fwd /
+               all-gather bwd of B·d·o; TWRW reduce-scatter in the host then all-to-all across hosts (and back);
+               DP gradient all-reduce 2·(W−1)/W·rows·d·w. Only the share that leaves the rank is timed.
+
+How a plan's step is assembled (`breakdown`): TorchRec runs one collective per sharding group (all shards of a
+type) per message kind, and every rank joins it, shards or not. So each (group, pass, op) collective costs
+max over ranks of the bytes it moves there / the op's bandwidth, and every rank pays it. Fixed per-step costs:
+with a calibrated `Topology.stage_overhead` (bytes ≈ 0 microbenchmarks), "base" once per step plus, per group
+present, its communication stages on every rank and its lookup stages on the ranks holding its shards;
+without one (GPU presets), one op latency per collective call (`COLLECTIVE_CALLS`). Ranks meet at each
+collective, so the step = collectives + fixed + max over ranks of the forward lookups + max of the backward
+lookups + max of the optimizer; a rank's `wait` is the step minus its own work.
+`shard_cost` (what the optimizer adds up per rank) keeps the per-shard bytes terms of each part.
 """
 from __future__ import annotations
 
@@ -27,14 +39,19 @@ from sharding.workload import PlanWorkload
 __all__ = ["CostModel", "ShardCost", "RankCost", "zipf_miss_rate", "MissCurve", "COLLECTIVE_CALLS"]
 
 MissCurve = Callable[[float], float] | tuple[np.ndarray, np.ndarray]
-# collective calls (pass, op) a shard's rank takes part in: each distinct call pays one link latency per iteration
+# collective calls (pass, op) of one sharding group per step, every rank of the world joining each: the input
+# KJT all-to-all is three calls (splits, lengths, ids); without calibrated stage overheads each costs one latency
+_INPUT = (("fwd", "all_to_all"),) * 3
 COLLECTIVE_CALLS = {
-    ShardingType.TABLE_WISE: (("fwd", "all_to_all"), ("bwd", "all_to_all")),
-    ShardingType.COLUMN_WISE: (("fwd", "all_to_all"), ("bwd", "all_to_all")),
-    ShardingType.ROW_WISE: (("fwd", "reduce_scatter"), ("bwd", "all_gather")),
-    ShardingType.TABLE_ROW_WISE: (("fwd", "reduce_scatter"), ("fwd", "all_to_all"), ("bwd", "all_to_all"),
+    ShardingType.TABLE_WISE: (*_INPUT, ("fwd", "all_to_all"), ("bwd", "all_to_all")),
+    ShardingType.COLUMN_WISE: (*_INPUT, ("fwd", "all_to_all"), ("bwd", "all_to_all")),
+    ShardingType.ROW_WISE: (*_INPUT, ("fwd", "reduce_scatter"), ("bwd", "all_gather")),
+    ShardingType.TABLE_ROW_WISE: (*_INPUT, ("fwd", "reduce_scatter"), ("fwd", "all_to_all"), ("bwd", "all_to_all"),
                                   ("bwd", "all_gather")),
     ShardingType.DATA_PARALLEL: (("bwd", "all_reduce"),)}
+_COMM_STAGES = {"fwd": ("input_dist", "output_dist"), "bwd": ("output_dist_bwd",)}
+_WORK_STAGES = {"fwd": ("lookup",), "bwd": ("lookup_bwd", "optimizer")}
+Message = tuple[str, str, float, float]  # (pass, op, bytes within the host, bytes across hosts) leaving a rank
 
 
 def _harmonic(k: float, a: float) -> float:
@@ -65,26 +82,34 @@ class ShardCost:
     bwd_compute: float = 0.0
     fwd_comms: float = 0.0
     bwd_comms: float = 0.0
+    optimizer: float = 0.0
 
     @property
     def total(self) -> float:
-        return self.fwd_compute + self.bwd_compute + self.fwd_comms + self.bwd_comms
+        return self.fwd_compute + self.bwd_compute + self.fwd_comms + self.bwd_comms + self.optimizer
 
 
 @dataclass
 class RankCost:
+    """One rank's step: its own lookups and optimizer, the collectives it joins (the same for every rank),
+    fixed per-call costs (`latency`: collectives, `overhead`: kernels and framework), and `wait`: time blocked
+    at collectives for slower peers, so that work + wait = the plan's step on every rank."""
+
     rank: int
     fwd_compute: float = 0.0
     bwd_compute: float = 0.0
     fwd_comms: float = 0.0
     bwd_comms: float = 0.0
     latency: float = 0.0
+    overhead: float = 0.0
+    optimizer: float = 0.0
+    wait: float = 0.0
     memory: dict[str, float] = field(default_factory=dict)
     shards: int = 0
 
     @property
     def compute(self) -> float:
-        return self.fwd_compute + self.bwd_compute
+        return self.fwd_compute + self.bwd_compute + self.optimizer + self.overhead
 
     @property
     def comms(self) -> float:
@@ -94,10 +119,16 @@ class RankCost:
     def total(self) -> float:
         return self.compute + self.comms
 
+    @property
+    def elapsed(self) -> float:
+        return self.total + self.wait
+
     def to_dict(self) -> dict[str, float | int | dict[str, float]]:
         return {"rank": self.rank, "fwd_compute_s": self.fwd_compute, "bwd_compute_s": self.bwd_compute,
-                "fwd_comms_s": self.fwd_comms, "bwd_comms_s": self.bwd_comms, "latency_s": self.latency,
-                "total_s": self.total, "memory_bytes": dict(self.memory), "shards": self.shards}
+                "optimizer_s": self.optimizer, "overhead_s": self.overhead, "fwd_comms_s": self.fwd_comms,
+                "bwd_comms_s": self.bwd_comms, "latency_s": self.latency, "total_s": self.total,
+                "wait_s": self.wait, "elapsed_s": self.elapsed, "memory_bytes": dict(self.memory),
+                "shards": self.shards}
 
 
 class CostModel:
@@ -155,36 +186,51 @@ class CostModel:
         fwd = gather * ((1 - miss) / fast.bandwidth + miss / topo.tier(tier).bandwidth)
         fwd += (lookups * wl.index_bytes + bags * cols * wl.output_bytes) / fast.bandwidth
         bwd = fwd * topo.bwd_compute_multiplier if wl.train else 0.0
-        fc, bc = self._comms(t, st, rows, cols, lookups, bags)
-        return ShardCost(fwd, bwd, fc, bc if wl.train else 0.0)
+        opt = 0.0
+        if st == ShardingType.DATA_PARALLEL and wl.train:
+            opt = rows * cols * DTYPE_BYTES[t.dtype] / topo.dense_update_bandwidth
+        comms = {"fwd": 0.0, "bwd": 0.0}
+        for p, _, secs in self.message_times(t, st, rows, cols):
+            comms[p] += secs
+        return ShardCost(fwd, bwd, comms["fwd"], comms["bwd"], opt)
 
-    def _comms(self, t: TableSpec, st: ShardingType, rows: int, cols: int, lookups: float,
-               bags: float) -> tuple[float, float]:
+    def messages(self, t: TableSpec, st: ShardingType, rows: int, cols: int) -> list[Message]:
+        """What a shard's rank sends per step (training messages included): (pass, op, bytes to peers in its
+        host, bytes to other hosts)."""
         topo, wl = self.topology, self.workload
         w, h = topo.world_size, min(topo.ranks_per_host, topo.world_size)
-        intra, inter = topo.intra_host.bandwidth, topo.inter_host.bandwidth
+        if w == 1 or rows == 0:
+            return []
+        across = w > h
+        if st == ShardingType.DATA_PARALLEL:
+            ring = 2 * (w - 1) / w * rows * cols * DTYPE_BYTES[t.dtype]
+            return [("bwd", "all_reduce", 0.0, ring) if across else ("bwd", "all_reduce", ring, 0.0)]
+        lookups, bags = self._traffic(t, st, rows)
         out = bags * cols * wl.output_bytes
-        ids = lookups * wl.index_bytes
 
-        def a2a(nbytes: float) -> float:  # bytes leaving (or arriving at) this rank, spread over all ranks
-            return nbytes * (h - 1) / w / intra + nbytes * (w - h) / w / inter
+        def spread(nbytes: float) -> tuple[float, float]:  # a rank's exchange with all ranks, itself excluded
+            return nbytes * (h - 1) / w, nbytes * (w - h) / w
 
+        msgs: list[Message] = [("fwd", "all_to_all", *spread((lookups + bags) * wl.index_bytes))]
         if st in (ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE):
-            return a2a(out) + a2a(ids), a2a(out)
+            return msgs + [("fwd", "all_to_all", *spread(out)), ("bwd", "all_to_all", *spread(out))]
         if st == ShardingType.ROW_WISE:
-            if rows == 0:
-                return 0.0, 0.0
-            ring = inter if w > h else intra
-            rs = out * (w - 1) / w / ring
-            return rs + a2a(ids), rs
-        if st == ShardingType.TABLE_ROW_WISE:
-            if rows == 0:
-                return 0.0, 0.0
-            rs = out * (h - 1) / h / intra + out / h * (w - h) / w / inter
-            return rs + a2a(ids), rs
-        ring = inter if w > h else intra  # data parallel: gradient all-reduce of the whole table
-        grad = t.rows * cols * DTYPE_BYTES[t.dtype]
-        return 0.0, 2 * grad * (w - 1) / w / ring
+            ring = (0.0, out * (w - 1) / w) if across else (out * (w - 1) / w, 0.0)
+            return msgs + [("fwd", "reduce_scatter", *ring), ("bwd", "all_gather", *ring)]
+        intra, inter = out * (h - 1) / h, out / h * (w - h) / w  # table-row-wise: in the host, then across
+        return msgs + [("fwd", "reduce_scatter", intra, 0.0), ("fwd", "all_to_all", 0.0, inter),
+                       ("bwd", "all_to_all", 0.0, inter), ("bwd", "all_gather", intra, 0.0)]
+
+    def message_times(self, t: TableSpec, st: ShardingType, rows: int, cols: int) -> list[tuple[str, str, float]]:
+        """(pass, op, seconds of bytes over the op's bandwidth) of each message a shard sends in one step."""
+        key = ("t", t.name, st, rows, cols)
+        if key not in self._memo:
+            topo = self.topology
+            self._memo[key] = [(p, op, intra / topo.collective(op, False).bandwidth
+                                + inter / topo.collective(op, True).bandwidth)
+                               for p, op, intra, inter in self.messages(t, st, rows, cols)
+                               if self.workload.train or p == "fwd"]
+        return self._memo[key]  # type: ignore[return-value]
 
     def shard_memory(self, t: TableSpec, st: ShardingType, rows: int, cols: int, tier: str,
                      cache_fraction: float = 0.0) -> dict[str, float]:
@@ -210,44 +256,67 @@ class CostModel:
 
     # ---- a plan ----
     def breakdown(self, plan: ShardingPlan) -> list[RankCost]:
-        topo = self.topology
-        ranks = [RankCost(r, memory={t.name: 0.0 for t in topo.tiers}) for r in range(plan.world_size)]
-        calls: list[set[tuple[str, str]]] = [set() for _ in range(plan.world_size)]
-        for tp in plan.tables.values():
-            t = self.tables[tp.name]
-            for s in tp.shards:
-                rc = ranks[s.rank]
-                c = self.shard_cost(t, tp.sharding_type, s.rows, s.cols, s.tier, s.cache_fraction)
-                rc.fwd_compute += c.fwd_compute
-                rc.bwd_compute += c.bwd_compute
-                rc.fwd_comms += c.fwd_comms
-                rc.bwd_comms += c.bwd_comms
-                rc.shards += 1
-                for k, v in self.shard_memory(t, tp.sharding_type, s.rows, s.cols, s.tier,
-                                              s.cache_fraction).items():
-                    rc.memory[k] = rc.memory.get(k, 0.0) + v
-                if topo.world_size > 1:
-                    calls[s.rank].update(c for c in COLLECTIVE_CALLS[tp.sharding_type]
-                                         if self.workload.train or c[0] == "fwd")
-        lat = topo.collective_link(topo.world_size > topo.ranks_per_host).latency
-        for rc, k in zip(ranks, calls, strict=True):
-            rc.latency = len(k) * lat
-        return ranks
+        """Per rank: work, the collectives it joins, fixed costs, memory and the wait for slower peers."""
+        return self._assemble(plan, memory=True)[0]
 
     def plan_cost(self, plan: ShardingPlan) -> float:
-        """Seconds per iteration of the slowest rank (same figure as `breakdown`, without the memory)."""
-        topo = self.topology
-        totals = np.zeros(plan.world_size)
-        calls: list[set[tuple[str, str]]] = [set() for _ in range(plan.world_size)]
+        """Seconds per training (or inference) step of the plan: the same figure as every rank's
+        `breakdown(plan)[r].elapsed`."""
+        return self._assemble(plan, memory=False)[1]
+
+    def _assemble(self, plan: ShardingPlan, memory: bool) -> tuple[list[RankCost], float]:
+        w = plan.world_size
+        ranks = [RankCost(r, memory={t.name: 0.0 for t in self.topology.tiers}) for r in range(w)]
+        coll: dict[tuple[ShardingType, str, str], np.ndarray] = {}  # (group, pass, op) -> seconds per rank
+        held: dict[ShardingType, set[int]] = {}
         for tp in plan.tables.values():
-            t = self.tables[tp.name]
-            cc = [c for c in COLLECTIVE_CALLS[tp.sharding_type] if self.workload.train or c[0] == "fwd"]
+            t, st = self.tables[tp.name], tp.sharding_type
+            group = held.setdefault(st, set())
             for s in tp.shards:
-                totals[s.rank] += self.shard_cost(t, tp.sharding_type, s.rows, s.cols, s.tier, s.cache_fraction).total
-                if topo.world_size > 1:
-                    calls[s.rank].update(cc)
-        lat = topo.collective_link(topo.world_size > topo.ranks_per_host).latency
-        return float(max(tot + len(k) * lat for tot, k in zip(totals, calls, strict=True)))
+                rc = ranks[s.rank]
+                c = self.shard_cost(t, st, s.rows, s.cols, s.tier, s.cache_fraction)
+                rc.fwd_compute += c.fwd_compute
+                rc.bwd_compute += c.bwd_compute
+                rc.optimizer += c.optimizer
+                rc.shards += 1
+                group.add(s.rank)
+                for p, op, secs in self.message_times(t, st, s.rows, s.cols):
+                    coll.setdefault((st, p, op), np.zeros(w))[s.rank] += secs
+                if memory:
+                    for k, v in self.shard_memory(t, st, s.rows, s.cols, s.tier, s.cache_fraction).items():
+                        rc.memory[k] = rc.memory.get(k, 0.0) + v
+        latency, work = self._fixed(held, w)
+        for (_, p, _), secs in coll.items():  # every rank joins the collective and waits for its busiest rank
+            for rc in ranks:
+                setattr(rc, f"{p}_comms", getattr(rc, f"{p}_comms") + float(secs.max()))
+        phases = np.array([[rc.fwd_compute, rc.bwd_compute, rc.optimizer] for rc in ranks]).T + work  # (3, W)
+        step = float(ranks[0].fwd_comms + ranks[0].bwd_comms + latency + phases.max(axis=1).sum())
+        for rc in ranks:
+            rc.latency, rc.overhead = latency, float(work[:, rc.rank].sum())
+            rc.wait = max(0.0, step - rc.total)
+        return ranks, step
+
+    def _fixed(self, held: dict[ShardingType, set[int]], w: int) -> tuple[float, np.ndarray]:
+        """(fixed collective seconds every rank pays, fixed work seconds per phase (fwd, bwd, optimizer) × rank)
+        of the sharding groups present (`held`: group -> ranks holding its shards)."""
+        topo, train = self.topology, self.workload.train
+        work, latency = np.zeros((3, w)), 0.0
+        passes = ("fwd", "bwd") if train else ("fwd",)
+        if topo.stage_overhead:
+            groups = [("base", set(range(w)))] + [(st.short, ranks) for st, ranks in held.items()]
+            for name, holders in groups:
+                o = topo.stage_overhead.get(name, {})
+                for p in passes:
+                    latency += sum(o.get(s, 0.0) for s in _COMM_STAGES[p]) if w > 1 else 0.0
+                    for s in _WORK_STAGES[p]:
+                        phase, who = (2, range(w)) if s == "optimizer" else (int(p == "bwd"), holders)
+                        for r in (range(w) if name == "base" else who):
+                            work[phase, r] += o.get(s, 0.0)
+        elif w > 1:
+            across = w > topo.ranks_per_host
+            latency = sum(topo.collective(op, across).latency for st in held for p, op in COLLECTIVE_CALLS[st]
+                          if p in passes)
+        return latency, work
 
     def shard_cost_of(self, table: str, st: ShardingType, s: Shard) -> ShardCost:
         return self.shard_cost(self.tables[table], st, s.rows, s.cols, s.tier, s.cache_fraction)

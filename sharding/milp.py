@@ -2,11 +2,13 @@
 under a time limit, with the tiers fixed.
 
 Options per table: table-wise; column-wise into k equal blocks (k ≤ world, blocks on distinct ranks); row-wise
-over all ranks; table-row-wise on one host; data-parallel (fast tier, tiny tables). Minimise T subject to, on every
-rank and for both scaled cost models, Σ shard costs ≤ T, and each tier's bytes within its usable capacity.
-The objective leaves out our model's per-collective latency (a few µs per rank), so the plan found is re-priced by
-both full models before it competes. HiGHS's dual bound certifies how far the incumbent heuristic plan can be
-from the best plan of these options (with these tiers).
+over all ranks; table-row-wise on one host; data-parallel (fast tier, tiny tables). The objective is the search's
+J = max(step / lb_ours, TorchRec's max / lb_trec) with the step as `CostModel.plan_cost` assembles it:
+  Z ≥ s0·(base + Σ_g fixed_g·p_g + Σ_k M_k),   M_k ≥ L[k, r] (every resource row k, rank r),
+  Z ≥ s1·T[r],   p_g ≥ x for every placement of group g (p_g = 1: group g present),
+each tier's bytes within its usable capacity. It leaves out the per-holder lookup overheads (≥ 0, calibrated CPU
+presets only), so its dual bound stays a valid bound and its plan is re-priced exactly before it competes.
+HiGHS's dual bound certifies how far the incumbent heuristic plan can be from the best plan of these options.
 """
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ class MilpStats:
     """What the exact step did. Objectives are the larger scaled load (ratio to the lower bound, latency aside)."""
 
     binaries: int = 0
-    status: str = "skipped"  # skipped | optimal | time limit | infeasible | no solution
+    status: str = "skipped"  # skipped | optimal | limit (node or time) | infeasible | no solution
     incumbent: float = float("nan")  # the heuristic plan's objective
     objective: float = float("nan")  # the MILP's best plan's objective
     dual_bound: float = float("nan")  # no plan of these options (and tiers) does better
@@ -45,16 +47,13 @@ class MilpStats:
 
 
 def _objective(builder: Builder, plan: ShardingPlan) -> float:
-    loads = np.zeros((plan.world_size, 2))
-    for tp in plan.tables.values():
-        t = builder.cost.tables[tp.name]
-        for s in tp.shards:
-            loads[s.rank] += builder.scorer.shard(t, tp.sharding_type, s.rows, s.cols, s.tier, s.cache_fraction)[0]
-    return float(loads.max())
+    """The search's exact J of a plan."""
+    res = builder.res
+    return float(max(res.s0 * res.cost.plan_cost(plan), res.s1 * res.trec.plan_cost(plan)))
 
 
 def milp_refine(builder: Builder, incumbent: ShardingPlan, time_limit: float, max_binaries: int,
-                ) -> tuple[ShardingPlan | None, MilpStats]:
+                node_limit: int = 500) -> tuple[ShardingPlan | None, MilpStats]:
     """(a better plan or None, stats)."""
     t0 = time.perf_counter()
     stats = MilpStats(incumbent=_objective(builder, incumbent))
@@ -62,7 +61,8 @@ def milp_refine(builder: Builder, incumbent: ShardingPlan, time_limit: float, ma
     W, H, hosts = topo.world_size, min(topo.ranks_per_host, topo.world_size), topo.num_hosts
     tiers = [t.name for t in topo.tiers]
     n_cw = [1 + sum(1 for k in column_splits(t.dim) if k <= W) for t in tables]
-    stats.binaries = sum((W + 1) * k + (2 if W > 1 else 0) + (hosts if H > 1 and hosts > 1 else 0) for k in n_cw)
+    stats.binaries = sum((W + 1) * k + (2 if W > 1 else 0) + (hosts if H > 1 and hosts > 1 else 0)
+                         for k in n_cw) + len(ShardingType)
     if stats.binaries > max_binaries:
         stats.wall_s = time.perf_counter() - t0
         return None, stats
@@ -89,8 +89,12 @@ def milp_refine(builder: Builder, incumbent: ShardingPlan, time_limit: float, ma
             for host in range(hosts):
                 cols.append((j, TWRW, H, [(host * H + i, v, m) for i, (v, m) in enumerate(shards)]))
     n_y = len(count)
-    n = 1 + len(cols) + n_y  # T, placement variables, option variables (TW/CW)
+    res = builder.res
+    K, stypes = res.K, list(ShardingType)
     y0 = 1 + len(cols)
+    m0 = y0 + n_y  # M_k of our K − 1 resource rows
+    g0 = m0 + K - 1  # group present
+    n = g0 + len(stypes)  # Z, placement variables, option variables (TW/CW), M_k, p_g
     rows_i, cols_i, vals = [], [], []
     lo, hi = [], []
     row = 0
@@ -121,49 +125,76 @@ def milp_refine(builder: Builder, incumbent: ShardingPlan, time_limit: float, ma
         lo.append(0.0)
         hi.append(0.0)
         row += 1
-    # loads (2 per rank) and memory (one per tier and rank)
-    load_row = {(r, c): row + 2 * r + c for r in range(W) for c in range(2)}
-    row += 2 * W
+    # resource rows (K per rank: ours k < K − 1 against M_k, TorchRec's against Z) and memory (one per tier, rank)
+    load_row = {(r, k): row + K * r + k for r in range(W) for k in range(K)}
+    row += K * W
     mem_row = {(r, tn): row + W * i + r for i, tn in enumerate(tiers) for r in range(W)}
     row += W * len(tiers)
     for var, (_, _, _, places) in enumerate(cols):
         for r, v, m in places:
-            for c in range(2):
-                rows_i.append(load_row[(r, c)])
+            for k in np.flatnonzero(v):
+                rows_i.append(load_row[(r, int(k))])
                 cols_i.append(1 + var)
-                vals.append(float(v[c]))
+                vals.append(float(v[k]) * (res.s1 if k == K - 1 else 1.0))
             for tn, b in m.items():
                 if b:
                     rows_i.append(mem_row[(r, tn)])
                     cols_i.append(1 + var)
                     vals.append(float(b))
     for r in range(W):
-        for c in range(2):
-            rows_i.append(load_row[(r, c)])
-            cols_i.append(0)
+        for k in range(K):
+            rows_i.append(load_row[(r, k)])
+            cols_i.append(0 if k == K - 1 else m0 + k)
             vals.append(-1.0)
-    lo.extend([-np.inf] * (2 * W))
-    hi.extend([0.0] * (2 * W))
+    lo.extend([-np.inf] * (K * W))
+    hi.extend([0.0] * (K * W))
     for tn in tiers:
         lo.extend([-np.inf] * W)
         hi.extend([topo.usable(tn)] * W)
+    # Z ≥ s0·(base + Σ fixed_g p_g + Σ M_k)
+    base = res.const(set())
+    for k in range(K - 1):
+        rows_i.append(row)
+        cols_i.append(m0 + k)
+        vals.append(res.s0)
+    for gi, st in enumerate(stypes):
+        rows_i.append(row)
+        cols_i.append(g0 + gi)
+        vals.append(res.s0 * (res.const({st}) - base))
+    rows_i.append(row)
+    cols_i.append(0)
+    vals.append(-1.0)
+    lo.append(-np.inf)
+    hi.append(-res.s0 * base)
+    row += 1
+    # p_g ≥ every placement (and option) variable of group g
+    for var, (_, st, _, _) in enumerate(cols):
+        rows_i.extend([row, row])
+        cols_i.extend([1 + var, g0 + stypes.index(st)])
+        vals.extend([1.0, -1.0])
+        lo.append(-np.inf)
+        hi.append(0.0)
+        row += 1
     a = coo_array((vals, (rows_i, cols_i)), shape=(row, n)).tocsr()
     c = np.zeros(n)
     c[0] = 1.0
     integrality = np.ones(n)
     integrality[0] = 0
+    integrality[m0:g0] = 0
     ub = np.ones(n)
     ub[0] = np.inf
-    res = milp(c, constraints=LinearConstraint(a, lo, hi), integrality=integrality, bounds=Bounds(0, ub),
-               options={"time_limit": max(0.01, time_limit - (time.perf_counter() - t0)), "disp": False})
+    ub[m0:g0] = np.inf
+    out = milp(c, constraints=LinearConstraint(a, lo, hi), integrality=integrality, bounds=Bounds(0, ub),
+               options={"time_limit": max(0.01, time_limit - (time.perf_counter() - t0)), "disp": False,
+                        "node_limit": node_limit})
     stats.wall_s = time.perf_counter() - t0
-    stats.dual_bound = float(getattr(res, "mip_dual_bound", np.nan) or np.nan)
+    stats.dual_bound = float(getattr(out, "mip_dual_bound", np.nan) or np.nan)
     stats.certified = bool(stats.dual_bound >= stats.incumbent * (1 - 1e-4))
-    if res.x is None:
-        stats.status = "infeasible" if res.status == 2 else "no solution"
+    if out.x is None:
+        stats.status = "infeasible" if out.status == 2 else "no solution"
         return None, stats
-    stats.status = "optimal" if res.status == 0 else "time limit"
-    x = np.round(res.x[1:y0]).astype(bool)
+    stats.status = "optimal" if out.status == 0 else "limit"
+    x = np.round(out.x[1:y0]).astype(bool)
     picked: dict[int, tuple[ShardingType, list[int]]] = {}
     for var in np.flatnonzero(x):
         j, st, _, places = cols[var]

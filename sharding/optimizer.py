@@ -3,15 +3,16 @@ refinement for small instances, and a final choice that never loses to a baselin
 
 1. Tiers (`sharding.tiers`): tables stay in the fastest tier unless it is short; then the coldest bytes (least
    added time per byte, from measured miss-ratio curves where given) are demoted to UVM with a cache fraction.
-2. Every shard is priced by our cost model and by TorchRec's estimator (`sharding.trec_cost`), each divided by
-   its own lower bound; a rank's load is a 2-vector and the objective is its largest component anywhere, i.e. the
-   larger of the plan's two ratios to their bounds (`sharding.search`).
+2. Every shard is priced on the step's resources (`sharding.search`): forward/backward/optimizer work and one row
+   per collective (group, pass, op), plus TorchRec's per-rank perf. The objective is plan_cost's own shape,
+   J = max((fixed + Σ_k max_r L[k, r]) / our bound, TorchRec's max / its bound), then their sum, then Σ L².
 3. Splitting: tiny tables whose replicas cost less go data-parallel; a table hotter than θ × (average rank load)
-   is cut column-wise into the fewest equal blocks below that; one too big for μ of a rank's memory is cut
-   column-wise, else table-row-wise over a host, else row-wise over all ranks. Several (θ, μ) are tried.
-4. Packing: fixed shards (RW, DP) first, table-row-wise groups onto the best host, then pieces by descending
-   score onto the rank whose load grows least; then local search (moves and swaps off the worst rank).
-5. Small instances: a time-limited MILP (HiGHS via scipy, `sharding.milp`) over sharding type and ranks.
+   is cut table-row-wise over a host (or column-wise first, in other attempts: a column block still receives all
+   of a table's ids); one too big for μ of a rank's memory likewise, else row-wise over all ranks.
+4. Packing: fixed shards (RW, DP) first, TWRW groups onto the host with the least J, then pieces by descending
+   dominant share onto the rank with the least (J, …); then moves and swaps off the ranks holding a row's maximum,
+   priced exactly in O(K) per target from each row's top 3. Iteration budgets (not the clock) end every step.
+5. Small instances (≤ `MILP_MAX_VARS` binaries): a MILP with the same objective (HiGHS, node-limited).
 6. The greedy baselines' plans, polished by the same search, are candidates too. Among candidates no worse than
    every baseline on both models, the pick is the least cost by our model among those within `TREC_SLACK` of
    the best TorchRec rating found (the two models disagree on, e.g., data-parallel's worth, so a plan best on
@@ -32,7 +33,7 @@ from sharding.milp import MilpStats, milp_refine
 from sharding.pack import Builder, NoFit, repolish
 from sharding.packing import Bins, no_room
 from sharding.plan import ShardingPlan
-from sharding.search import Scorer
+from sharding.search import Resources
 from sharding.tiers import assign_tiers
 from sharding.topology import Topology
 from sharding.trec_cost import TorchRecCostModel
@@ -40,7 +41,12 @@ from sharding.workload import PlanError, PlanWorkload
 
 __all__ = ["optimize", "OptimizeStats", "MILP_MAX_VARS"]
 
-MILP_MAX_VARS = 6000  # binaries above which the MILP step is skipped (it rarely finishes in time beyond)
+MILP_MAX_VARS = 600  # binaries above which the MILP step is skipped (its root node alone takes seconds beyond)
+SEARCH_ITERS = 100  # local-search iterations per packing (each accepted move or swap is one)
+ATTEMPT_TABLES = 2000  # packing attempts ≈ this / tables (at least 2: 856 tables get 2); 2 fewer greedy plans repolished (≤ 3)
+MILP_NODES = 500  # branch-and-bound nodes of the MILP step (deterministic); MILP_SAFETY_S caps its wall time
+MILP_SAFETY_S = 2.0
+SAFETY_CAP_S = 30.0  # wall-clock cap; the budgets above, not it, end the search on the benchmark sets
 TREC_SLACK = 1.03  # final pick: least our cost among candidates within 3% of the best TorchRec rating found
 
 
@@ -55,11 +61,13 @@ class OptimizeStats:
 
 
 def optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[str, MissCurve] | None = None,
-             time_limit: float = 0.5, stats: OptimizeStats | None = None, milp_time_limit: float | None = None,
-             ) -> ShardingPlan:
+             time_limit: float = SAFETY_CAP_S, stats: OptimizeStats | None = None,
+             milp_time_limit: float | None = None, search_iters: int | None = None) -> ShardingPlan:
     """Plan `workload` on `topology`; raises `PlanError` (naming the table and shortfall) when no plan exists.
-    `miss_curves` (table -> miss-ratio curve) prices cached tables; `milp_time_limit` (default: what is left
-    of `time_limit`) bounds the exact step, which runs only on instances below `MILP_MAX_VARS` binaries."""
+    `miss_curves` (table -> miss-ratio curve) prices cached tables. Iteration budgets decide the plan
+    (`search_iters` per local search, default `SEARCH_ITERS`; the MILP's node limit), so a plan is the same on
+    any machine; `time_limit` and `milp_time_limit` are safety caps only (the MILP runs on instances below
+    `MILP_MAX_VARS` binaries)."""
     start = time.perf_counter()
     deadline = start + time_limit
     stats = stats if stats is not None else OptimizeStats()
@@ -68,35 +76,40 @@ def optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[st
     tiers = assign_tiers(cost)
     lb = (lower_bound(cost).value, lower_bound(trec).value)
     stats.lower_bounds = lb
-    joint = Builder(Scorer(cost, trec, lb), tiers)
-    ours_only = Builder(Scorer(cost, trec, (lb[0], lb[1] * 1e6)), tiers)  # TorchRec's component ≈ 0
+    iters = SEARCH_ITERS if search_iters is None else search_iters
+    joint = Builder(Resources(cost, trec, lb), tiers, iters)
+    ours_only = Builder(Resources(cost, trec, (lb[0], lb[1] * 1e6)), tiers, iters)  # TorchRec's row ≈ 0
     builder = joint
     found: list[tuple[str, ShardingPlan]] = []
-    attempts = [(joint, "", theta, mu, dp, lw) for mu in (0.5, 0.25, 0.1) for theta in (1.0, 0.5, 0.25)
-                for lw in (True, False) for dp in (True, False)]
-    attempts[1:1] = [(ours_only, " ours-only", theta, 0.5, dp, False) for theta in (1.0, 0.5) for dp in (True, False)]
-    for b, tag, theta, mu, dp, lw in attempts:
-        if found and time.perf_counter() > start + 0.45 * time_limit:
+    attempts = [(joint, "", 0.5, 0.5, True, False, True), (joint, "", 1.0, 0.5, True, False, False),
+                (ours_only, " ours-only", 0.5, 0.5, True, False, True)]
+    attempts += [(joint, "", theta, mu, dp, lw, tf) for mu in (0.5, 0.25, 0.1) for theta in (1.0, 0.5, 0.25)
+                 for lw in (False, True) for dp in (True, False) for tf in (True, False)
+                 if (theta, mu, dp, lw, tf) not in ((0.5, 0.5, True, False, True), (1.0, 0.5, True, False, False))
+                 and not (lw and tf)]
+    budget = max(2, ATTEMPT_TABLES // len(workload.tables))  # fewer attempts on larger instances
+    for b, tag, theta, mu, dp, lw, tf in attempts:
+        if len(found) >= budget or time.perf_counter() > deadline:
             break
         try:
-            plan = b.pack(theta, mu, dp, min(start + 0.45 * time_limit, time.perf_counter() + 0.1 * time_limit), lw)
+            plan = b.pack(theta, mu, dp, lw, deadline, tf)
         except NoFit:
             continue
-        found.append((f"pack{tag} θ={theta} μ={mu}{' least-work' if lw else ''}{'' if dp else ' no-DP'}", plan))
+        found.append((f"pack{tag} θ={theta} μ={mu}{' least-work' if lw else ''}{'' if dp else ' no-DP'}"
+                      f"{' TWRW-first' if tf else ''}", plan))
     baselines: dict[str, ShardingPlan] = {}
     for name, fn in BASELINES.items():
         try:
             baselines[name] = fn(workload, topology)
         except PlanError:
             continue
-    for name in ("greedy_size_lookups", "greedy_lookups", "greedy_size"):
-        if name in baselines and (time.perf_counter() < start + 0.7 * time_limit or not found):
-            budget = min(start + 0.75 * time_limit, time.perf_counter() + 0.08 * time_limit)
-            found.append((f"{name}+search", repolish(builder, baselines[name], budget)))
+    for name in ("greedy_size_lookups", "greedy_lookups", "greedy_size")[:budget - 2]:
+        if name in baselines:
+            found.append((f"{name}+search", repolish(builder, baselines[name], deadline)))
     found.extend(baselines.items())
     if not found:
         try:
-            found.append(("all row-wise", builder.pack(1.0, 0.0, True, deadline)))
+            found.append(("all row-wise", builder.pack(1.0, 0.0, True, False, deadline)))
         except NoFit:
             need = {k: 0.0 for k in (t.name for t in topology.tiers)}
             for t in workload.tables:
@@ -106,13 +119,15 @@ def optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[st
             raise no_room(max(workload.tables, key=lambda t: t.bytes).name, Bins(topology), need) from None
     scored = [(label, cost.plan_cost(p), trec.plan_cost(p), p) for label, p in found]
     best = min(scored, key=lambda x: max(x[1] / lb[0], x[2] / lb[1]))
-    if milp_time_limit is None:
-        milp_time_limit = max(0.0, deadline - time.perf_counter() - 0.02)
-    if milp_time_limit > 0.05:
-        refined, stats.milp = milp_refine(builder, best[3], milp_time_limit, MILP_MAX_VARS)
+    cap = min(MILP_SAFETY_S, max(0.0, deadline - time.perf_counter()))
+    if milp_time_limit is not None:
+        cap = milp_time_limit
+    if cap > 0.05:
+        refined, stats.milp = milp_refine(builder, best[3], cap, MILP_MAX_VARS, MILP_NODES)
         if refined is not None:
             scored.append(("milp", cost.plan_cost(refined), trec.plan_cost(refined), refined))
-    refs = [(cost.plan_cost(p), trec.plan_cost(p)) for p in baselines.values()]
+    rated = {id(p): (a, b) for _, a, b, p in scored}
+    refs = [rated[id(p)] for p in baselines.values()]
     tol = 1 + 1e-9
     good = [s for s in scored if all(s[1] <= a * tol and s[2] <= b * tol for a, b in refs)]
     stats.dominates_baselines = bool(good)

@@ -1,8 +1,14 @@
-"""Packing and local search over two cost models at once.
+"""Packing and local search on the step time the cost model charges (`CostModel.plan_cost`), TorchRec's rating
+alongside.
 
-Every shard has a cost vector (our model's seconds / our lower bound, TorchRec's seconds / TorchRec's lower bound);
-a rank's load is the sum of its shards' vectors and the objective is the largest component over all ranks, i.e.
-the larger of the plan's two ratios to their lower bounds. Minimising it keeps a plan good on both grounds.
+`CostModel._assemble` makes a plan's step = const(groups present) + Σ_k max_r L[k, r]. The resources k are the
+forward, backward and optimizer work (each rank's shards plus the per-holder lookup overheads of their groups) and
+one per collective (group, pass, op); L[k, r] is what rank r's shards put on k; const is the collectives' fixed
+latency plus the fixed work every rank does. TorchRec's rating is max_r T[r] of summed per-shard perf, kept as one
+more row of L. The search minimises J = max(step / lb_ours, T_max / lb_trec) (`Resources.scale`), then
+step / lb_ours + T_max / lb_trec, then Σ L² (weighted as J is): the last spreads loads so a later move can lower a
+maximum that several ranks hold. A move or swap changes two columns of L, so it is priced exactly from the top 3
+entries of every row (the max over the other ranks) in O(K) per target rank, vectorised over all targets.
 """
 from __future__ import annotations
 
@@ -12,135 +18,288 @@ from dataclasses import dataclass
 import numpy as np
 
 from embedding.spec import TableSpec
-from sharding.cost import CostModel
+from sharding.cost import COLLECTIVE_CALLS, CostModel
 from sharding.packing import Bins
 from sharding.plan import ShardingType
 from sharding.trec_cost import TorchRecCostModel
 
-__all__ = ["Scorer", "Piece", "VecBins", "local_search"]
+__all__ = ["Resources", "Piece", "Loads", "local_search"]
+
+STYPES = tuple(ShardingType)
+_TOL = 1e-12
+HOT_RANKS, TRY_PIECES = 4, 6  # per iteration: ranks holding a row's maximum tried, largest pieces tried on each
 
 
-class Scorer:
-    """Cost vectors and memory of shards under both models, scaled by `scale` (one divisor per model)."""
+class Resources:
+    """The rows of L for one cost model (plus TorchRec's), shard vectors and the fixed costs of groups."""
 
     def __init__(self, cost: CostModel, trec: TorchRecCostModel, scale: tuple[float, float]) -> None:
         self.cost, self.trec = cost, trec
-        self.scale = np.array([1.0 / max(scale[0], 1e-30), 1.0 / max(scale[1], 1e-30)])
+        self.w = cost.topology.world_size
+        coll = sorted({(st, p, op) for st in STYPES for p, op in COLLECTIVE_CALLS[st]
+                       if cost.workload.train or p == "fwd"}, key=lambda k: (STYPES.index(k[0]), k[1], k[2]))
+        if not any(p == "fwd" and op == "all_to_all" for _, p, op in coll):
+            coll = []
+        self.keys: list = ["fwd", "bwd", "opt", *coll]
+        self.index = {k: i for i, k in enumerate(self.keys)}
+        self.K = len(self.keys) + 1  # last row: TorchRec's per-rank perf
+        self.s0, self.s1 = 1.0 / max(scale[0], 1e-30), 1.0 / max(scale[1], 1e-30)
+        self.weight = np.full(self.K, self.s0)
+        self.weight[-1] = self.s1
+        self.hold = np.zeros((len(STYPES), self.K))  # per group: fixed work on a rank holding any of its shards
+        for i, st in enumerate(STYPES):
+            _, w1 = cost._fixed({st: {0}}, self.w)
+            _, w0 = cost._fixed({st: set()}, self.w)
+            self.hold[i, :3] = w1[:, 0] - w0[:, 0]
         self._memo: dict[tuple, tuple[np.ndarray, dict[str, float]]] = {}
+
+    def const(self, groups: set[ShardingType]) -> float:
+        """Fixed seconds of the step with these groups present (same on every rank)."""
+        lat, work = self.cost._fixed({g: set() for g in groups}, self.w)
+        return float(lat + work[:, 0].sum())
 
     def shard(self, t: TableSpec, st: ShardingType, rows: int, cols: int, tier: str, cf: float,
               ) -> tuple[np.ndarray, dict[str, float]]:
         key = (t.name, st, rows, cols, tier, cf)
         if key not in self._memo:
-            v = np.array([self.cost.shard_cost(t, st, rows, cols, tier, cf).total,
-                          self.trec.shard_cost(t, st, rows, cols, tier, cf).total]) * self.scale
+            c = self.cost.shard_cost(t, st, rows, cols, tier, cf)
+            v = np.zeros(self.K)
+            v[:3] = c.fwd_compute, c.bwd_compute, c.optimizer
+            for p, op, secs in self.cost.message_times(t, st, rows, cols):
+                v[self.index[(st, p, op)]] += secs
+            v[-1] = self.trec.shard_cost(t, st, rows, cols, tier, cf).total
             self._memo[key] = (v, self.cost.shard_memory(t, st, rows, cols, tier, cf))
         return self._memo[key]
+
+    def summary(self, v: np.ndarray) -> np.ndarray:
+        """(ours, TorchRec) scaled seconds of a vector, as if it were alone on a rank."""
+        return np.array([self.s0 * v[:-1].sum(), self.s1 * v[-1]])
+
+    def score(self, maxima: np.ndarray, const: float) -> tuple[np.ndarray, np.ndarray]:
+        """(J, ours + TorchRec) for row maxima `maxima` (K,) or (K, n)."""
+        ours = self.s0 * (const + maxima[:-1].sum(axis=0))
+        tr = self.s1 * maxima[-1]
+        return np.maximum(ours, tr), ours + tr
 
 
 @dataclass
 class Piece:
-    """A movable shard (TW, or one column block of CW) with its scaled cost vector."""
+    """A movable shard (TW, or one column block of CW) with its resource vector."""
 
     table: str
-    vec: np.ndarray  # (2,)
+    st: ShardingType
+    vec: np.ndarray  # (K,)
     mem: dict[str, float]
     rank: int = -1
 
     @property
-    def score(self) -> float:
-        return float(self.vec.max())
+    def gi(self) -> int:
+        return STYPES.index(self.st)
 
 
-class VecBins(Bins):
-    """`Bins` memory bookkeeping plus a (ranks, 2) vector load."""
+class Loads(Bins):
+    """`Bins` memory bookkeeping plus L (K, W) and per-group holder counts."""
 
-    def __init__(self, topology) -> None:  # noqa: ANN001 (Topology; avoids an import cycle in type checkers)
+    def __init__(self, res: Resources, topology, groups: set[ShardingType]) -> None:  # noqa: ANN001
         super().__init__(topology)
-        self.vload = np.zeros((topology.world_size, 2))
+        self.res = res
+        self.L = np.zeros((res.K, topology.world_size))
+        self.count = np.zeros((len(STYPES), topology.world_size), dtype=np.int64)
+        self.const = res.const(groups)
 
-    def put(self, rank: int, vec: np.ndarray, mem: dict[str, float]) -> None:
-        self.vload[rank] += vec
+    def put(self, rank: int, st: ShardingType, vec: np.ndarray, mem: dict[str, float]) -> None:
+        g = STYPES.index(st)
+        if self.count[g, rank] == 0:
+            self.L[:, rank] += self.res.hold[g]
+        self.count[g, rank] += 1
+        self.L[:, rank] += vec
         self.add(rank, 0.0, mem)
 
-    def take(self, rank: int, vec: np.ndarray, mem: dict[str, float]) -> None:
-        self.vload[rank] -= vec
+    def take(self, rank: int, st: ShardingType, vec: np.ndarray, mem: dict[str, float]) -> None:
+        g = STYPES.index(st)
+        self.count[g, rank] -= 1
+        if self.count[g, rank] == 0:
+            self.L[:, rank] -= self.res.hold[g]
+        self.L[:, rank] -= vec
         self.remove(rank, 0.0, mem)
 
-    def best_rank(self, vec: np.ndarray, mem: dict[str, float], exclude: set[int] | None = None) -> int:
-        """Rank with room whose load after adding `vec` has the smallest largest component; -1 if none."""
-        ok = self.fits(mem)
-        if exclude:
-            ok[list(exclude)] = False
-        if not ok.any():
-            return -1
-        after = (self.vload + vec).max(axis=1)
-        return int(np.argmin(np.where(ok, after + 1e-9 * self.vload.sum(axis=1), np.inf)))
+    def objective(self) -> tuple[float, float]:
+        j, s = self.res.score(self.L.max(axis=1), self.const)
+        return float(j), float(s)
 
-    def objective(self) -> float:
-        return float(self.vload.max())
+    def _added(self, g: int, vec: np.ndarray) -> np.ndarray:
+        """(K, W): what adding `vec` of group g puts on each rank, its holder overhead included."""
+        return vec[:, None] + self.res.hold[g][:, None] * (self.count[g] == 0)[None, :]
+
+    def _ssq(self, cols: np.ndarray, delta: np.ndarray) -> np.ndarray:
+        """Change of the weighted Σ L² when columns `cols`' loads (K, n) change by `delta` (K, n)."""
+        return (self.res.weight[:, None] * delta * (2 * cols + delta)).sum(axis=0)
+
+    def place_scores(self, g: int, vec: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(J, secondary, Δ Σ L²) after adding `vec` to each rank."""
+        add = self._added(g, vec)
+        new = np.maximum(self.L.max(axis=1)[:, None], self.L + add)
+        j, s = self.res.score(new, self.const)
+        return j, s, self._ssq(self.L, add)
+
+    def top3(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per row, the indices and values of its three largest entries (padded with rank −1, value 0)."""
+        L = self.L
+        w = L.shape[1]
+        if w >= 4:
+            idx = np.argpartition(-L, 2, axis=1)[:, :3]
+        else:
+            idx = np.tile(np.arange(w), (L.shape[0], 1))
+        vals = np.take_along_axis(L, idx, axis=1)
+        order = np.argsort(-vals, axis=1)
+        idx, vals = np.take_along_axis(idx, order, axis=1), np.take_along_axis(vals, order, axis=1)
+        if idx.shape[1] < 3:
+            pad = 3 - idx.shape[1]
+            idx = np.hstack([idx, np.full((L.shape[0], pad), -1)])
+            vals = np.hstack([vals, np.zeros((L.shape[0], pad))])
+        return idx, vals
+
+    @staticmethod
+    def _rest(top: tuple[np.ndarray, np.ndarray], a: int, bs: np.ndarray) -> np.ndarray:
+        """(K, n): per row, the max over ranks other than a and bs[j]."""
+        idx, vals = top
+        ok = [(idx[:, i:i + 1] != a) & (idx[:, i:i + 1] != bs[None, :]) for i in range(3)]
+        return np.where(ok[0], vals[:, :1], np.where(ok[1], vals[:, 1:2], np.where(ok[2], vals[:, 2:3], 0.0)))
+
+    def move_scores(self, top: tuple[np.ndarray, np.ndarray], a: int, g: int, vec: np.ndarray,
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(J, secondary, Δ Σ L²) after moving `vec` (group g) from rank a to each rank (entry a: no move)."""
+        bs = np.arange(self.L.shape[1])
+        rem = vec + self.res.hold[g] * (self.count[g, a] == 1)
+        add = self._added(g, vec)
+        la = self.L[:, a] - rem
+        new = np.maximum(np.maximum(self._rest(top, a, bs), la[:, None]), self.L + add)
+        j, s = self.res.score(new, self.const)
+        q = self._ssq(self.L, add) + self._ssq(self.L[:, [a]], -rem[:, None])[0]
+        return j, s, q
+
+    def swap_scores(self, top: tuple[np.ndarray, np.ndarray], a: int, gi: int, vi: np.ndarray,
+                    bs: np.ndarray, gj: np.ndarray, vj: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Scores of swapping piece i (rank a) with each piece j (rank bs[j], group gj[j], vector vj[j])."""
+        hold, cnt = self.res.hold, self.count
+        diff = (gj != gi)[None, :]
+        da = (vj - vi).T + diff * (hold[gj].T * (cnt[gj, a] == 0)[None, :] - hold[gi][:, None] * (cnt[gi, a] == 1))
+        db = (vi - vj).T + diff * (hold[gi][:, None] * (cnt[gi, bs] == 0)[None, :]
+                                   - hold[gj].T * (cnt[gj, bs] == 1)[None, :])
+        la, lb = self.L[:, [a]], self.L[:, bs]
+        new = np.maximum(np.maximum(self._rest(top, a, bs), la + da), lb + db)
+        j, s = self.res.score(new, self.const)
+        return j, s, self._ssq(la, da) + self._ssq(lb, db)
 
 
-def local_search(bins: VecBins, pieces: list[Piece], deadline: float, max_iters: int = 20000) -> None:
-    """Move or swap pieces off the rank holding the largest load component while that component drops.
-    A table's column blocks stay on distinct ranks."""
-    if not pieces:
-        return
-    vecs = np.array([p.vec for p in pieces])  # (P, 2)
+def best_of(j: np.ndarray, s: np.ndarray, q: np.ndarray, ok: np.ndarray) -> int:
+    """Index minimising (J, secondary, ΔΣL²) lexicographically with a relative tolerance; −1 if none is ok."""
+    if not ok.any():
+        return -1
+    j = np.where(ok, j, np.inf)
+    cand = j <= j.min() * (1 + _TOL) + _TOL
+    s = np.where(cand, s, np.inf)
+    cand &= s <= s.min() * (1 + _TOL) + _TOL
+    return int(np.argmin(np.where(cand, q, np.inf)))
+
+
+def _better(j: float, s: float, q: float, j0: float, s0: float) -> bool:
+    if j < j0 * (1 - _TOL) - _TOL:
+        return True
+    if j > j0 * (1 + _TOL) + _TOL:
+        return False
+    if s < s0 * (1 - _TOL) - _TOL:
+        return True
+    return s <= s0 * (1 + _TOL) + _TOL and q < -_TOL * max(abs(j0), 1e-30) ** 2
+
+
+def local_search(state: Loads, pieces: list[Piece], max_iters: int, deadline: float = float("inf")) -> int:
+    """Moves, then swaps, of pieces on the ranks that hold some row's maximum, first improvement of
+    (J, secondary, Σ L²); a table's column blocks stay on distinct ranks. Returns the iterations used.
+    `max_iters` decides the outcome (deterministic); `deadline` is only a safety cap."""
+    if not pieces or state.L.shape[1] < 2:
+        return 0
+    P = len(pieces)
     ranks = np.array([p.rank for p in pieces])
+    vecs = np.array([p.vec for p in pieces])
+    groups = np.array([p.gi for p in pieces])
     ids: dict[str, int] = {}
     tables = np.array([ids.setdefault(p.table, len(ids)) for p in pieces])
-    load = bins.vload
+    size = (vecs * state.res.weight).sum(axis=1)
+    multi = np.bincount(tables) > 1
     for it in range(max_iters):
-        if it % 8 == 0 and time.perf_counter() > deadline:
-            break
-        per_rank = load.max(axis=1)
-        r = int(np.argmax(per_rank))
-        top = per_rank[r]
-        on_r = np.flatnonzero(ranks == r)
-        order = on_r[np.argsort(-vecs[on_r].max(axis=1))]
-        done = False
-        for i in order:
+        if it % 16 == 15 and time.perf_counter() > deadline:
+            return it
+        j0, s0 = state.objective()
+        top = state.top3()
+        hot = [int(r) for r in dict.fromkeys(top[0][top[1][:, 0] > 0, 0].tolist()) if r >= 0]
+        hot.sort(key=lambda r: -float((state.L[:, r] * state.res.weight).sum()))
+        for a in hot[:HOT_RANKS]:
+            if _improve_move(state, pieces, top, [a], ranks, tables, multi, size, j0, s0) or \
+                    _improve_swap(state, pieces, top, [a], ranks, vecs, groups, tables, multi, size, j0, s0, P):
+                break
+        else:
+            return it
+    return max_iters
+
+
+def _apply_move(state: Loads, p: Piece, ranks: np.ndarray, i: int, b: int) -> None:
+    state.take(p.rank, p.st, p.vec, p.mem)
+    state.put(b, p.st, p.vec, p.mem)
+    ranks[i] = p.rank = b
+
+
+def _improve_move(state: Loads, pieces: list[Piece], top, hot: list[int], ranks: np.ndarray,  # noqa: ANN001
+                  tables: np.ndarray, multi: np.ndarray, size: np.ndarray, j0: float, s0: float) -> bool:
+    for a in hot:
+        on_a = np.flatnonzero(ranks == a)
+        for i in on_a[np.argsort(-size[on_a])][:TRY_PIECES]:
             p = pieces[i]
-            ok = bins.fits(p.mem)
-            ok[r] = False
-            ok[ranks[tables == tables[i]]] = False
-            after = (load + vecs[i]).max(axis=1)
-            cand = np.where(ok, after, np.inf)
-            s = int(np.argmin(cand))
-            if cand[s] < top * (1 - 1e-9):
-                bins.take(r, p.vec, p.mem)
-                bins.put(s, p.vec, p.mem)
-                ranks[i] = p.rank = s
-                done = True
-                break
-        if done:
-            continue
-        for i in order:
-            delta = vecs[i] - vecs  # (P, 2): what the other rank gains, r loses
-            new_other = (load[ranks] + delta).max(axis=1)
-            new_r = (load[r] - delta).max(axis=1)
-            obj = np.maximum(new_other, new_r)
-            bad = (ranks == r) | (tables == tables[i]) | (delta.max(axis=1) <= 0)
-            obj[bad] = np.inf
-            for j in np.argsort(obj)[:8]:
-                if obj[j] >= top * (1 - 1e-9):
+            ok = state.fits(p.mem)
+            ok[a] = False
+            if multi[tables[i]]:
+                ok[ranks[tables == tables[i]]] = False
+            j, s, q = state.move_scores(top, a, p.gi, p.vec)
+            b = best_of(j, s, q, ok)
+            if b >= 0 and _better(j[b], s[b], q[b], j0, s0):
+                _apply_move(state, p, ranks, i, b)
+                return True
+    return False
+
+
+def _improve_swap(state: Loads, pieces: list[Piece], top, hot: list[int], ranks: np.ndarray,  # noqa: ANN001
+                  vecs: np.ndarray, groups: np.ndarray, tables: np.ndarray, multi: np.ndarray, size: np.ndarray,
+                  j0: float, s0: float, P: int) -> bool:
+    load = (state.L * state.res.weight[:, None]).sum(axis=0)
+    cold = np.zeros(len(load), dtype=bool)
+    cold[np.argsort(load, kind="stable")[:max(2, len(load) // 4)]] = True
+    for a in hot:
+        on_a = np.flatnonzero(ranks == a)
+        for i in on_a[np.argsort(-size[on_a])][:TRY_PIECES]:
+            others = np.flatnonzero((ranks != a) & (tables != tables[i]) & cold[ranks])
+            if not len(others):
+                continue
+            j, s, q = state.swap_scores(top, a, int(groups[i]), vecs[i], ranks[others], groups[others],
+                                        vecs[others])
+            good = np.ones(len(others), dtype=bool)
+            for _ in range(8):
+                k = best_of(j, s, q, good)
+                if k < 0 or not _better(j[k], s[k], q[k], j0, s0):
                     break
-                s, pi, pj = int(ranks[j]), pieces[i], pieces[j]
-                if np.any(ranks[(tables == tables[j]) & (np.arange(len(pieces)) != j)] == r) or \
-                        np.any(ranks[(tables == tables[i]) & (np.arange(len(pieces)) != i)] == s):
+                good[k] = False
+                o = int(others[k])
+                pi, po = pieces[i], pieces[o]
+                b = po.rank
+                if (multi[tables[i]] and np.any(ranks[(tables == tables[i]) & (np.arange(P) != i)] == b)) or \
+                        (multi[tables[o]] and np.any(ranks[(tables == tables[o]) & (np.arange(P) != o)] == a)):
                     continue
-                bins.take(r, pi.vec, pi.mem)
-                bins.take(s, pj.vec, pj.mem)
-                if bins.fits_rank(s, pi.mem) and bins.fits_rank(r, pj.mem):
-                    bins.put(s, pi.vec, pi.mem)
-                    bins.put(r, pj.vec, pj.mem)
-                    ranks[i], ranks[j] = pi.rank, pj.rank = s, r
-                    done = True
-                    break
-                bins.put(r, pi.vec, pi.mem)
-                bins.put(s, pj.vec, pj.mem)
-            if done:
-                break
-        if not done:
-            break
+                state.take(a, pi.st, pi.vec, pi.mem)
+                state.take(b, po.st, po.vec, po.mem)
+                if state.fits_rank(b, pi.mem) and state.fits_rank(a, po.mem):
+                    state.put(b, pi.st, pi.vec, pi.mem)
+                    state.put(a, po.st, po.vec, po.mem)
+                    ranks[i], ranks[o] = pi.rank, po.rank = b, a
+                    return True
+                state.put(a, pi.st, pi.vec, pi.mem)
+                state.put(b, po.st, po.vec, po.mem)
+    return False

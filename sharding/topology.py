@@ -11,10 +11,15 @@ from typing import Any
 
 import yaml
 
-__all__ = ["MemoryTier", "Link", "Topology", "TopologyError", "load_topology", "hardware_presets", "HARDWARE_DIR"]
+__all__ = ["MemoryTier", "Link", "Topology", "TopologyError", "load_topology", "hardware_presets", "HARDWARE_DIR",
+           "COLLECTIVE_OPS", "STAGES", "OVERHEAD_GROUPS"]
 
 HARDWARE_DIR = Path(__file__).resolve().parent.parent / "conf" / "hardware"
 DEVICES = ("cuda", "cpu")
+COLLECTIVE_OPS = ("all_to_all", "reduce_scatter", "all_gather", "all_reduce")
+# execution stages of a sharded step, as benchmarks.distributed.stages times them
+STAGES = ("input_dist", "lookup", "output_dist", "output_dist_bwd", "lookup_bwd", "optimizer")
+OVERHEAD_GROUPS = ("base", "TW", "RW", "CW", "TWRW", "DP")
 
 
 class TopologyError(ValueError):
@@ -57,6 +62,13 @@ class Topology:
 
     `reserved_fraction` of tier 0 is kept for the dense model and activations (TorchRec reserves 15%).
     `bwd_compute_multiplier`: backward lookup+update time as a multiple of forward (TorchRec's empirical 2.0).
+    `collectives`: per collective op (`COLLECTIVE_OPS`) a fitted `Link` (time of one call = latency + bytes /
+    bandwidth); an op not listed uses `intra_host` / `inter_host`.
+    `stage_overhead`: fixed seconds per step of each execution stage (`STAGES`) for one sharding group of a type
+    ("TW", "RW", "CW", "TWRW", "DP"), plus "base" (once per step, whatever the groups): the framework's per-call
+    cost (Python, kernel launch, collective latency) measured with ≈ 0 bytes. Empty (the GPU presets): each
+    collective call costs its link latency and kernels are free of fixed cost.
+    `optimizer_bandwidth`: bytes/s of a dense optimizer step over replicated (DP) tables (0: tier 0 bandwidth).
     """
 
     name: str
@@ -68,7 +80,13 @@ class Topology:
     inter_host: Link
     reserved_fraction: float = 0.15
     bwd_compute_multiplier: float = 2.0
+    collectives: dict[str, Link] = field(default_factory=dict)
+    stage_overhead: dict[str, dict[str, float]] = field(default_factory=dict)
+    optimizer_bandwidth: float = 0.0
     sources: dict[str, str] = field(default_factory=dict, compare=False)
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.device, self.num_hosts, self.ranks_per_host, self.tiers))
 
     def __post_init__(self) -> None:
         if self.num_hosts < 1 or self.ranks_per_host < 1:
@@ -83,6 +101,15 @@ class Topology:
             raise TopologyError(f"topology {self.name!r}: tier names repeat: {names}")
         if not 0 <= self.reserved_fraction < 1:
             raise TopologyError(f"topology {self.name!r}: reserved_fraction must be in [0, 1)")
+        bad_ops = sorted(set(self.collectives) - set(COLLECTIVE_OPS))
+        bad_groups = sorted(set(self.stage_overhead) - set(OVERHEAD_GROUPS))
+        bad_stages = sorted({s for v in self.stage_overhead.values() for s in v} - set(STAGES))
+        if bad_ops or bad_groups or bad_stages:
+            raise TopologyError(f"topology {self.name!r}: unknown collective ops {bad_ops}, overhead groups "
+                                f"{bad_groups} or stages {bad_stages} (known: {COLLECTIVE_OPS}, "
+                                f"{OVERHEAD_GROUPS}, {STAGES})")
+        if self.optimizer_bandwidth < 0 or any(v < 0 for g in self.stage_overhead.values() for v in g.values()):
+            raise TopologyError(f"topology {self.name!r}: optimizer_bandwidth and stage overheads must be ≥ 0")
 
     @property
     def world_size(self) -> int:
@@ -113,6 +140,16 @@ class Topology:
         """The bottleneck link of a collective: inter-host once it crosses hosts."""
         return self.inter_host if ranks_span_hosts else self.intra_host
 
+    def collective(self, op: str, ranks_span_hosts: bool) -> Link:
+        """Latency and bandwidth of one call of `op`: the fitted one within a host, else the link's."""
+        if not ranks_span_hosts and op in self.collectives:
+            return self.collectives[op]
+        return self.collective_link(ranks_span_hosts)
+
+    @property
+    def dense_update_bandwidth(self) -> float:
+        return self.optimizer_bandwidth or self.fast.bandwidth
+
     def with_ranks(self, ranks: int) -> Topology:
         """Same hardware with `ranks` ranks: fewer than a host shrinks the host, more adds whole hosts."""
         if ranks < 1:
@@ -135,6 +172,10 @@ class Topology:
                            "source": self.intra_host.source},
             "inter_host": {"bandwidth": self.inter_host.bandwidth, "latency": self.inter_host.latency,
                            "source": self.inter_host.source},
+            "collectives": {k: {"bandwidth": v.bandwidth, "latency": v.latency, "source": v.source}
+                            for k, v in self.collectives.items()},
+            "stage_overhead": {k: dict(v) for k, v in self.stage_overhead.items()},
+            "optimizer_bandwidth": self.optimizer_bandwidth,
             "sources": dict(self.sources),
         }
 
@@ -152,6 +193,11 @@ class Topology:
                                 str(d["inter_host"].get("source", ""))),
                 reserved_fraction=float(d.get("reserved_fraction", 0.15)),
                 bwd_compute_multiplier=float(d.get("bwd_compute_multiplier", 2.0)),
+                collectives={str(k): Link(float(v["bandwidth"]), float(v.get("latency", 0)),
+                                          str(v.get("source", ""))) for k, v in (d.get("collectives") or {}).items()},
+                stage_overhead={str(k): {str(s): float(x) for s, x in (v or {}).items()}
+                                for k, v in (d.get("stage_overhead") or {}).items()},
+                optimizer_bandwidth=float(d.get("optimizer_bandwidth", 0.0)),
                 sources={str(k): str(v) for k, v in (d.get("sources") or {}).items()},
             )
         except KeyError as e:

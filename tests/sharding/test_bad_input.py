@@ -19,7 +19,7 @@ def test_table_larger_than_any_rank_names_table_and_shortfall() -> None:
     topo = topology(1, 4, 16.0, ddr_gb=8.0)  # 20.6 GB table; 13.6 GB HBM + 8 GB DDR per rank
     with pytest.raises(PlanError, match=r"table 'huge' fits on no rank: .*short by"):
         greedy_plan(wl, topo, "size")
-    plan = optimize(wl, topo, time_limit=0.2)  # ours splits it instead
+    plan = optimize(wl, topo)  # ours splits it instead
     assert plan.tables["huge"].sharding_type.value in ("column_wise", "row_wise", "table_row_wise")
 
 

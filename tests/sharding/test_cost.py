@@ -5,7 +5,7 @@ import numpy as np
 
 from embedding.spec import AccessSpec, TableSpec
 from sharding import CostModel, PlanWorkload, zipf_miss_rate
-from sharding.plan import ShardingType
+from sharding.plan import ShardingPlan, ShardingType
 from tests.sharding.conftest import topology
 
 
@@ -29,3 +29,56 @@ def test_measured_miss_curve_replaces_the_estimate_and_uvm_costs_more() -> None:
     cached = plain.shard_cost(t, tw, t.rows, t.dim, "ddr", 0.2).total
     uvm = plain.shard_cost(t, tw, t.rows, t.dim, "ddr").total
     assert hbm < cached < uvm
+
+
+def _two_table_plan(on_rank_zero: bool) -> tuple[CostModel, ShardingPlan]:
+    from dataclasses import replace
+
+    from sharding.layouts import table_plan
+
+    ts = (TableSpec("a", 100_000, 64), TableSpec("b", 50_000, 64))
+    topo = replace(topology(1, 2, 8.0), stage_overhead={"base": {"input_dist": 1e-3}, "TW": {
+        "input_dist": 2e-3, "lookup": 3e-4, "output_dist": 5e-4, "output_dist_bwd": 4e-4}})
+    tw = ShardingType.TABLE_WISE
+    plan = ShardingPlan(2, {t.name: table_plan(t, tw, [0 if on_rank_zero else i], "hbm")
+                            for i, t in enumerate(ts)})
+    return CostModel(PlanWorkload(ts, 512), topo), plan
+
+
+def test_a_rank_without_shards_still_pays_every_collective_of_the_group() -> None:
+    cost, plan = _two_table_plan(on_rank_zero=True)
+    busy, idle = cost.breakdown(plan)
+    assert idle.shards == 0 and idle.fwd_compute == 0 and idle.overhead == 0
+    # the collectives: same bytes time and fixed cost on both ranks (base + TW input, output and backward stages)
+    assert idle.comms == busy.comms > 0 and abs(idle.latency - (1e-3 + 2e-3 + 5e-4 + 4e-4)) < 1e-12
+    assert busy.overhead == 3e-4  # the TW lookup's fixed cost, on the rank that runs the kernel only
+    step = cost.plan_cost(plan)
+    assert abs(busy.elapsed - step) < 1e-12 and abs(idle.elapsed - step) < 1e-12 and idle.wait > 0
+
+
+def test_fixed_costs_come_once_per_group_and_collectives_from_the_busiest_rank() -> None:
+    one, plan_one = _two_table_plan(on_rank_zero=True)
+    spread, plan_spread = _two_table_plan(on_rank_zero=False)
+    a, b = spread.breakdown(plan_spread)
+    assert a.latency == one.breakdown(plan_one)[0].latency  # one TW group either way
+    assert a.overhead == b.overhead == 3e-4  # each rank runs one TW kernel call
+    # spreading the tables shrinks the busiest rank's lookups and messages, so the step
+    assert spread.plan_cost(plan_spread) < one.plan_cost(plan_one)
+
+
+def test_calibrated_fields_round_trip_and_bad_ones_are_named() -> None:
+    from dataclasses import replace
+
+    import pytest
+
+    from sharding.topology import Link, Topology, TopologyError
+
+    topo = replace(topology(1, 2, 8.0), collectives={"all_to_all": Link(2e9, 1.5e-4, "fit")},
+                   stage_overhead={"TW": {"input_dist": 1e-3}}, optimizer_bandwidth=1.5e9)
+    back = Topology.from_dict(topo.to_dict())
+    assert back == topo and back.collective("all_to_all", False).latency == 1.5e-4
+    assert back.collective("all_gather", False) == topo.intra_host  # not fitted: the link's figures
+    with pytest.raises(TopologyError, match="unknown collective ops"):
+        replace(topo, collectives={"broadcast": Link(1e9)})
+    with pytest.raises(TopologyError, match="stages"):
+        replace(topo, stage_overhead={"TW": {"lookups": 1e-3}})

@@ -9,6 +9,7 @@ the ids), where the hottest 1% of a table's rows take ≈ 40% of its lookups (dl
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 
 import numba
@@ -16,8 +17,10 @@ import numpy as np
 
 from embedding.generate import WorkloadGenerator
 from embedding.nmp import DramGeometry, LookupStream, NmpConfig, RankCache, emulate_batch, emulate_streams
+from embedding.nmp.config import FIDELITIES
 from embedding.nmp.dram import map_lookups, row_strides
 from embedding.nmp.execute import emulate_host, emulate_nmp
+from embedding.nmp.fast import emulate_host_fast, emulate_nmp_fast, map_lookups_fast
 from embedding.spec import AccessSpec, PoolingSpec, TableSpec, WorkloadSpec
 
 PAPER_SPEEDUP = {2: 1.96, 4: 3.83, 8: 7.35}
@@ -143,43 +146,118 @@ def line_hit_rate(streams: list[LookupStream], line_bytes: int, capacity: int) -
     return hits / probes
 
 
-def emulation_rate(batch: int, vector_bytes: int, repeats: int = 5) -> None:
-    stream = sls_stream(batch, vector_bytes, seed=3)
-    cfg = NmpConfig(geometry=DramGeometry(dimms_per_channel=2))
-    n = stream.num_lookups
+def _timed(fn, repeats: int) -> np.ndarray:
+    fn()  # warm-up: numba cache load / compile
+    ts = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return np.asarray(ts)
 
-    def timed(fn) -> np.ndarray:
-        fn()  # warm-up: numba cache load / compile
-        ts = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            fn()
-            ts.append(time.perf_counter() - t0)
-        return np.asarray(ts)
+
+def _rates(cfg: NmpConfig, stream: LookupStream, repeats: int) -> list[np.ndarray]:
+    """Wall times of: host baseline, NMP mode (each with its address decoding), emulate_batch (both)."""
+    fast = cfg.fidelity == "fast"
+
+    def decode():
+        if fast:
+            return map_lookups_fast(cfg, stream)
+        return map_lookups(cfg, stream.tables, stream.rows, stream.table_rows, stream.row_bytes)
 
     def host():
-        emulate_host(cfg, map_lookups(cfg, stream.tables, stream.rows, stream.table_rows, stream.row_bytes),
-                     stream.poolings)
+        (emulate_host_fast if fast else emulate_host)(cfg, decode(), stream.poolings)
 
     def nmp():
-        d = map_lookups(cfg, stream.tables, stream.rows, stream.table_rows, stream.row_bytes)
-        emulate_nmp(cfg, d, stream.tables, stream.poolings, stream.row_bytes, RankCache(cfg.geometry.total_ranks, 0))
+        (emulate_nmp_fast if fast else emulate_nmp)(cfg, decode(), stream.tables, stream.poolings,
+                                                   stream.row_bytes, RankCache(cfg.geometry.total_ranks, 0))
 
-    print(f"\nEmulation rate ({n:,} lookups, 4 ranks/ch, {repeats} repeats after a warm-up; lookups / wall time):")
-    for threads in sorted({1, numba.config.NUMBA_NUM_THREADS}):
-        numba.set_num_threads(threads)
-        th, tn, tb = timed(host), timed(nmp), timed(lambda: emulate_batch(cfg, stream))
-        print(f"  {threads} thread(s): host {n / np.median(th) / 1e6:.2f} (best {n / th.min() / 1e6:.2f}), "
-              f"RecNMP {n / np.median(tn) / 1e6:.2f} (best {n / tn.min() / 1e6:.2f}), both modes "
-              f"{n / np.median(tb) / 1e6:.2f} (best {n / tb.min() / 1e6:.2f}) M lookups/s, median")
+    return [_timed(host, repeats), _timed(nmp, repeats), _timed(lambda: emulate_batch(cfg, stream), repeats)]
+
+
+def emulation_rate(batch: int, vector_bytes: int, repeats: int = 5) -> None:
+    stream = sls_stream(batch, vector_bytes, seed=3)
+    n = stream.num_lookups
+    print(f"\nEmulation rate ({n:,} lookups, RecNMP-base, 4 ranks/ch, {repeats} repeats after a warm-up; lookups / "
+          "wall time of the call, address decoding included; median (best) in M lookups/s):")
+    for fidelity in FIDELITIES:
+        cfg = NmpConfig(geometry=DramGeometry(dimms_per_channel=2), fidelity=fidelity)
+        for threads in sorted({1, min(2, numba.config.NUMBA_NUM_THREADS), numba.config.NUMBA_NUM_THREADS}):
+            numba.set_num_threads(threads)
+            cells = [f"{n / np.median(t) / 1e6:6.2f} ({n / t.min() / 1e6:5.2f})" for t in _rates(cfg, stream, repeats)]
+            print(f"  {fidelity:>8}, {threads} thread(s): host {cells[0]}, RecNMP {cells[1]}, both modes {cells[2]}")
     numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+
+
+def _fidelity_cases() -> list[tuple[str, dict, dict]]:
+    """(name, NmpConfig overrides, stream overrides) for the fast-vs-detailed table."""
+    geo = {r: DramGeometry(dimms_per_channel=r // 2) for r in (2, 4, 8)}
+    cases = [(f"{r} ranks, {m}", {"geometry": geo[r], "mapping": m}, {})
+             for r in (2, 4, 8) for m in ("page_colour", "random")]
+    cases += [("4 ranks, 64 B vectors", {"geometry": geo[4]}, {"vector_bytes": 64}),
+              ("4 ranks, 256 B vectors", {"geometry": geo[4]}, {"vector_bytes": 256}),
+              ("4 ranks, pooling 20", {"geometry": geo[4]}, {"pooling": 20}),
+              ("8 ranks, random, 64 B, pool 20", {"geometry": geo[8], "mapping": "random"},
+               {"vector_bytes": 64, "pooling": 20}),
+              ("4 ranks, RankCache 128K, Zipf", {"geometry": geo[4], "rankcache_bytes": 128 << 10}, {"alpha": 1.05}),
+              ("8 ranks, RecNMP-opt, Zipf", {"geometry": geo[8], "rankcache_bytes": 128 << 10, "table_aware": True,
+                                             "hot_threshold": 1}, {"alpha": PRODUCTION_ALPHA}),
+              ("4 ranks, TensorDIMM", {"geometry": geo[4], "mode": "tensordimm", "mapping": "skylake"}, {}),
+              ("4 ranks, strict packet sync", {"geometry": geo[4], "packet_sync": "strict"}, {})]
+    return cases
+
+
+def _pooled_stream(batch: int, vector_bytes: int = 128, pooling: int = POOLING, alpha: float = 0.0,
+                   seed: int = 1) -> LookupStream:
+    if pooling == POOLING:
+        return sls_stream(batch, vector_bytes, seed, alpha)
+    rng = np.random.default_rng(seed)
+    n = TABLES * batch * pooling
+    bag = np.repeat(np.arange(TABLES * batch), pooling)
+    return LookupStream.from_arrays(np.repeat(np.arange(TABLES), batch * pooling), rng.integers(0, ROWS, n),
+                                    (bag % batch) * TABLES + bag // batch, np.full(TABLES, ROWS),
+                                    np.full(TABLES, vector_bytes))
+
+
+def fidelity_table(batch: int) -> float:
+    """Fast vs detailed on the same lookups; returns the largest relative speedup difference."""
+    exact = ("channel_data_bytes", "dram_bytes", "dram_accesses", "cache_hits")
+    print(f"\nFast vs detailed fidelity (same lookups, batch {batch}; latency = batch cycles × tCK; bytes: channel "
+          "data, DRAM-internal, partial sums, NMP C/A and RankCache hits compared exactly):")
+    print(f"{'configuration':>31} | {'host µs det/fast':>16} | {'NMP µs det/fast':>15} | {'speedup det/fast':>16} "
+          f"{'diff':>6} | {'row hits host':>13} | {'row hits NMP':>12} | bytes")
+    worst = 0.0
+    for name, kw, skw in _fidelity_cases():
+        streams = [_pooled_stream(batch, **skw)]
+        cfg = NmpConfig(**kw)
+        det = emulate_streams(cfg, streams)[0]
+        fast = emulate_streams(dataclasses.replace(cfg, fidelity="fast"), streams)[0]
+        us = 1e-3 / cfg.timings.clock_mhz * 1e3
+        s_det, s_fast = (r["host"].cycles / r["nmp"].cycles for r in (det, fast))
+        hits = [f"{r[m].row_hits / max(r[m].dram_accesses, 1):.3f}" for m in ("host", "nmp") for r in (det, fast)]
+        same = all(getattr(det[m], k) == getattr(fast[m], k) for m in ("host", "nmp") for k in exact) and \
+            det["nmp"].channel_cmd_bytes == fast["nmp"].channel_cmd_bytes
+        worst = max(worst, abs(s_fast / s_det - 1))
+        print(f"{name:>31} | {det['host'].cycles * us:7.1f}/{fast['host'].cycles * us:7.1f} | "
+              f"{det['nmp'].cycles * us:6.1f}/{fast['nmp'].cycles * us:7.1f} | {s_det:7.2f}/{s_fast:7.2f}  "
+              f"{s_fast / s_det - 1:>+6.1%} | {hits[0]}/{hits[1]:>5} | {hits[2]}/{hits[3]:>5} | "
+              f"{'same' if same else 'DIFFER'}")
+    sls = sls_stream(batch, 128, seed=1)
+    figures = [speedup(NmpConfig(fidelity="fast", geometry=DramGeometry(dimms_per_channel=r // 2)), sls)
+               for r in PAPER_SPEEDUP]
+    print(f"largest speedup difference {worst:.1%} (tolerance 5%, tests/nmp/test_nmp_fast.py). Host C/A bytes "
+          "follow the ACT/PRE counts, hence the row hits, and may differ slightly.\nRecNMP validation in fast mode "
+          "(page colouring, 128 B, pooling 80): " + ", ".join(
+              f"{r} ranks {f:.2f} vs paper {p:.2f} ({f / p - 1:+.1%})" for (r, p), f in zip(PAPER_SPEEDUP.items(),
+                                                                                          figures, strict=True)))
+    return worst
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--vector-bytes", type=int, default=128)
-    ap.add_argument("--skip", nargs="*", default=[], choices=["validation", "optimised", "cache", "rate"])
+    ap.add_argument("--skip", nargs="*", default=[], choices=["validation", "optimised", "cache", "fidelity", "rate"])
     args = ap.parse_args()
     if "validation" not in args.skip:
         validation(args.batch_size, args.vector_bytes)
@@ -187,6 +265,8 @@ def main() -> None:
         optimised(max(8, args.batch_size // 4), args.vector_bytes)
     if "cache" not in args.skip:
         cache_study(max(8, args.batch_size // 4), args.vector_bytes)
+    if "fidelity" not in args.skip:
+        fidelity_table(max(8, args.batch_size // 4))
     if "rate" not in args.skip:
         emulation_rate(args.batch_size, args.vector_bytes)
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from embedding.nmp.config import BURST_BYTES, NmpConfig, NmpConfigError
 
-__all__ = ["DecodedLookups", "map_lookups", "row_strides"]
+__all__ = ["DecodedLookups", "Placement", "map_lookups", "placement", "row_strides", "scatter_params"]
 
 PAGE_BYTES = 4096
 _GRANULE_MIN_BITS = 8  # Skylake-like channel interleave at 256 B
@@ -78,32 +78,45 @@ def _decode(addr: np.ndarray, cfg: NmpConfig, channel_bits: int, rank_bits: int,
     return channel, rank, bg * g.banks_per_group + bank, row, column
 
 
+def scatter_params(frame_bits: int, seed: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Multipliers, addends and xor-shift of the seeded page scatter (see `_scatter_pages`)."""
+    rng = np.random.default_rng(seed)
+    mult, add = np.empty(3, np.int64), np.empty(3, np.int64)
+    for k in range(3):
+        mult[k] = int(rng.integers(1, 1 << 30)) | 1
+        add[k] = int(rng.integers(0, 1 << 30))
+    return mult, add, max(1, frame_bits // 2)
+
+
 def _scatter_pages(pages: np.ndarray, frame_bits: int, seed: int) -> np.ndarray:
     """A seeded bijection of page numbers onto frames in [0, 2^frame_bits): random-looking placement without
     materialising a permutation of every frame (affine maps with odd multipliers and xor-shifts are invertible)."""
-    rng = np.random.default_rng(seed)
+    mult, add, shift = scatter_params(frame_bits, seed)
     mask = np.int64((1 << frame_bits) - 1)
     x = pages.astype(np.int64) & mask
-    for _ in range(3):
-        mult = np.int64(int(rng.integers(1, 1 << 30)) | 1)
-        add = np.int64(int(rng.integers(0, 1 << 30)))
-        x = (x * mult + add) & mask
-        x ^= x >> max(1, frame_bits // 2)
+    for k in range(3):
+        x = (x * mult[k] + add[k]) & mask
+        x ^= x >> shift
     return x
 
 
-def map_lookups(cfg: NmpConfig, tables: np.ndarray, rows: np.ndarray, table_rows: np.ndarray,
-                row_bytes: np.ndarray) -> DecodedLookups:
-    """Decode lookups (table id, row id) into DRAM coordinates under `cfg.mapping`.
+@dataclass(frozen=True)
+class Placement:
+    """Where every table lives: the per-table half of the mapping (the per-lookup half is `map_lookups`)."""
 
-    Raises NmpConfigError if the tables do not fit (in total, or per rank for page colouring).
-    """
+    bases: np.ndarray  # (T,) int64, byte address of row 0 (rank-local for page colouring)
+    stride: np.ndarray  # (T,) int64, bytes between consecutive rows
+    colour: np.ndarray | None  # (T,) int64 global rank of each table (page colouring), else None
+    granule_bits: int  # log2 of the channel-interleave granule
+
+
+def placement(cfg: NmpConfig, table_rows: np.ndarray, row_bytes: np.ndarray) -> Placement:
+    """Lay the tables out under `cfg.mapping`. Raises NmpConfigError if they do not fit (in total, or per rank
+    for page colouring)."""
     g = cfg.geometry
     table_rows = np.asarray(table_rows, dtype=np.int64)
     stride = row_strides(row_bytes)
     sizes = table_rows * stride
-    tables = np.asarray(tables, dtype=np.int64)
-    rows = np.asarray(rows, dtype=np.int64)
     granule_bits = max(_GRANULE_MIN_BITS, _bits(int(stride.max())))
     if cfg.mapping == "page_colour":
         colour = np.arange(len(table_rows), dtype=np.int64) % g.total_ranks
@@ -115,17 +128,32 @@ def map_lookups(cfg: NmpConfig, tables: np.ndarray, rows: np.ndarray, table_rows
             if used > g.rank_bytes:
                 raise NmpConfigError(f"mapping exceeds capacity: tables {members.tolist()[:8]} coloured to rank {c} "
                                      f"need {used / 2**30:.3g} GiB, a rank holds {g.rank_bytes / 2**30:.3g} GiB")
-        addr = bases[tables] + rows * stride[tables]
+        return Placement(bases, stride, colour, granule_bits)
+    bases = _table_bases(sizes)
+    total = int(bases[-1] + sizes[-1])
+    if total > g.capacity_bytes:
+        raise NmpConfigError(f"mapping exceeds capacity: tables need {total / 2**30:.3g} GiB, memory holds "
+                             f"{g.capacity_bytes / 2**30:.3g} GiB")
+    return Placement(bases, stride, None, granule_bits)
+
+
+def map_lookups(cfg: NmpConfig, tables: np.ndarray, rows: np.ndarray, table_rows: np.ndarray,
+                row_bytes: np.ndarray) -> DecodedLookups:
+    """Decode lookups (table id, row id) into DRAM coordinates under `cfg.mapping`.
+
+    Raises NmpConfigError if the tables do not fit (in total, or per rank for page colouring).
+    """
+    g = cfg.geometry
+    pl = placement(cfg, table_rows, row_bytes)
+    bases, stride, granule_bits = pl.bases, pl.stride, pl.granule_bits
+    tables = np.asarray(tables, dtype=np.int64)
+    rows = np.asarray(rows, dtype=np.int64)
+    addr = bases[tables] + rows * stride[tables]
+    if pl.colour is not None:
         _, _, bank, row, column = _decode(addr, cfg, 0, 0, granule_bits)
-        glob = colour[tables]
+        glob = pl.colour[tables]
         channel, rank = glob % g.channels, glob // g.channels
     else:
-        bases = _table_bases(sizes)
-        total = int(bases[-1] + sizes[-1])
-        if total > g.capacity_bytes:
-            raise NmpConfigError(f"mapping exceeds capacity: tables need {total / 2**30:.3g} GiB, memory holds "
-                                 f"{g.capacity_bytes / 2**30:.3g} GiB")
-        addr = bases[tables] + rows * stride[tables]
         if cfg.mapping == "random":
             frame_bits = _bits(g.capacity_bytes // PAGE_BYTES)
             addr = (_scatter_pages(addr >> 12, frame_bits, cfg.seed) << 12) | (addr & (PAGE_BYTES - 1))

@@ -248,6 +248,9 @@ def emulate_nmp(cfg: NmpConfig, d: DecodedLookups, tables: np.ndarray, poolings:
 
 def emulate_batch(cfg: NmpConfig, stream: LookupStream, cache: RankCache | None = None) -> dict[str, ModeResult]:
     """Run the host baseline and (unless cfg.mode == 'host') the NMP mode over one batch."""
+    if cfg.fidelity == "fast":  # fidelity dispatch: the scoreboard model of fast.py
+        from embedding.nmp.fast import emulate_batch_fast
+        return emulate_batch_fast(cfg, stream, cache)
     d = map_lookups(cfg, stream.tables, stream.rows, stream.table_rows, stream.row_bytes)
     out = {"host": emulate_host(cfg, d, stream.poolings)}
     if cfg.mode != "host" and stream.num_lookups:

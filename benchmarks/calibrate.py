@@ -16,9 +16,15 @@ Runs as a job of N local ranks (gloo/CPU), every rank measuring at once as ranks
                      (sent: (W−1)/W·n for all-to-all, reduce-scatter (n = input) and all-gather (n = output),
                      2·(W−1)/W·n for all-reduce) -> `Topology.collectives`.
   stage overheads    TorchRec's own stages (benchmarks.distributed.stages) on tiny tables (1000 rows, dim 16,
-                     B 16, one id per bag: bytes ≈ 0), one plan per sharding type (W tables each) and one with
-                     W table-wise + W row-wise tables: base = TW + RW − mixed (per step, whatever the groups),
+                     B 16, one id per bag: bytes ≈ 0), one plan per sharding type (2·W tables each) and one with
+                     2·W table-wise + 2·W row-wise tables: base = TW + RW − mixed (per step, whatever the groups),
                      type X = X − base, per stage, clamped at 0 -> `Topology.stage_overhead`.
+  stage bandwidths   the same stages on a larger plan per type (2·W tables of `BIG`, both ranks busy): per stage,
+                     the cost model's bytes of that plan (`CostModel.stage_seconds` at bandwidth 1) / (its time −
+                     the tiny plan's) -> `Topology.stage_bandwidth`. TorchRec's stages get far less per byte than
+                     bare gloo calls or a lone TBE (KJT permutes and bucketizing, both ranks' kernels at once).
+                     Tiny and larger plans run interleaved over `--rounds` rounds; medians over steps and rounds.
+All timings are medians, as the validation reports.
 None of these is one of the plans `benchmarks.validate_cost` validates.
 """
 from __future__ import annotations
@@ -29,13 +35,14 @@ import socket
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import yaml
 
-__all__ = ["main", "fit_bandwidth", "fit_latency_bandwidth", "stage_overheads", "OVERHEAD_PLANS"]
+__all__ = ["main", "fit_bandwidth", "fit_latency_bandwidth", "stage_overheads", "stage_bandwidths", "OVERHEAD_PLANS"]
 
 DIMS = (16, 64, 128)
 ACCESS = ("uniform", "zipf")
@@ -56,8 +63,8 @@ def fit_latency_bandwidth(nbytes: np.ndarray, secs: np.ndarray) -> tuple[float, 
 
 
 def _median_time(fn, repeats: int, warmup: int = 2) -> float:
-    """Lower quartile of the call's time: load from other processes on a shared machine only adds time, in
-    bursts that a median of a few calls can still fall into."""
+    """Median of the call's time: the statistic `benchmarks.validate_cost` reports, so that what is fitted and
+    what is validated are the same kind of number."""
     for _ in range(warmup):
         fn()
     out = []
@@ -65,7 +72,7 @@ def _median_time(fn, repeats: int, warmup: int = 2) -> float:
         t0 = time.perf_counter()
         fn()
         out.append(time.perf_counter() - t0)
-    return float(np.percentile(out, 25))
+    return float(np.median(out))
 
 
 def _lookups(rows: int, repeats: int) -> list[dict[str, Any]]:
@@ -143,48 +150,70 @@ def _dense_optimizer(repeats: int) -> list[dict[str, float]]:
     return points
 
 
-def _overhead_plan(kind: str, world: int) -> tuple[list[str], dict]:
-    """Tiny tables (bytes ≈ 0) under one sharding type (or W TW + W RW tables for "TW+RW")."""
+_TYPES = {"TW": "table_wise", "RW": "row_wise", "CW": "column_wise", "TWRW": "table_row_wise",
+          "DP": "data_parallel"}
+# the larger plan of each type: 2·W tables both ranks look up at once, bytes like the validated workloads' but
+# none of them (those run 8 tables of 200k×32, or 500k/300k×128, or the smoke mix)
+BIG = {"rows": 100_000, "dp_rows": 10_000, "dim": 64, "batch": 512, "pooling": 16}
+
+
+def _overhead_plan(kind: str, world: int, big: bool = False) -> tuple[list[str], dict]:
+    """2·W tables of one sharding type (or 2·W table-wise + 2·W row-wise tables for "TW+RW"): tiny (1000 rows,
+    dim 16, B 16, one id per bag: bytes ≈ 0) or `big` (`BIG`, uniform ids)."""
+    from benchmarks.distributed.config import compose_dist
+    from embedding.workload_config import build_workload
     from sharding.layouts import table_plan
     from sharding.plan import ShardingPlan, ShardingType
 
-    types = {"TW": "table_wise", "RW": "row_wise", "CW": "column_wise", "TWRW": "table_row_wise",
-             "DP": "data_parallel"}
-    kinds = ["TW"] * world + ["RW"] * world if kind == "TW+RW" else [kind] * world
-    overrides = ["workload=smoke", f"workload.rows=[{','.join(['1000'] * len(kinds))}]", "workload.dim=16",
-                 "workload.batch_size=16", "workload.pooling.kind=fixed", "workload.pooling.mean=1"]
-    from benchmarks.distributed.config import compose_dist
-    from embedding.workload_config import build_workload
-
+    n = 2 * world
+    kinds = ["TW"] * n + ["RW"] * n if kind == "TW+RW" else [kind] * n
+    rows = (BIG["dp_rows"] if kind == "DP" else BIG["rows"]) if big else 1000
+    dim, batch, pool = (BIG["dim"], BIG["batch"], BIG["pooling"]) if big else (16, 16, 1)
+    overrides = ["workload=smoke", f"workload.rows=[{','.join([str(rows)] * len(kinds))}]", f"workload.dim={dim}",
+                 f"workload.batch_size={batch}", "workload.pooling.kind=fixed", f"workload.pooling.mean={pool}",
+                 "workload.access.kind=uniform"]
     spec = build_workload(compose_dist(overrides).workload)
     ranks, tables = list(range(world)), {}
     for i, (t, k) in enumerate(zip(spec.tables, kinds, strict=True)):
-        st = ShardingType(types[k])
+        st = ShardingType(_TYPES[k])
         where = [i % world] if st == ShardingType.TABLE_WISE else [(i + j) % world for j in ranks]
         tables[t.name] = table_plan(t, st, where, "ddr")
-    return overrides, ShardingPlan(world, tables, optimizer=f"calibrate_{kind}").to_dict()
+    name = f"calibrate_{kind}" + ("_big" if big else "")
+    return overrides, ShardingPlan(world, tables, optimizer=name).to_dict()
 
 
-def _stage_times(world: int, repeats: int, rounds: int = 3) -> dict[str, dict[str, float]]:
-    """Stage seconds of each tiny plan: per round the median over steps (max over ranks, as every rank waits
-    for the slowest), then the median over `rounds` rounds that interleave the plans (bursts of load from other
-    processes then hit one round, not one plan)."""
+def _stage_times(world: int, repeats: int, rounds: int) -> tuple[dict[str, dict[str, float]],
+                                                                 dict[str, dict[str, float]]]:
+    """(stage seconds, modelled stage bytes) of each calibration plan ("TW", …, "TW+RW", "TW:big", …): per
+    round the median over steps (max over ranks, as every rank waits for the slowest), then the median over
+    `rounds` rounds that interleave the plans (bursts of load from other processes then hit one round of a
+    plan, not all of it). Bytes: `CostModel.stage_seconds` with every bandwidth 1."""
     import torch
     import torch.distributed as dist
 
     from benchmarks.distributed.case import resolve_case
     from benchmarks.distributed.worker import run_case
+    from sharding.cost import CostModel
 
-    seen: dict[str, list[dict[str, float]]] = {k: [] for k in OVERHEAD_PLANS}
+    plans = [(k, False) for k in OVERHEAD_PLANS] + [(k, True) for k in _TYPES]
+    seen: dict[str, list[dict[str, float]]] = {}
+    nbytes: dict[str, dict[str, float]] = {}
     for _ in range(rounds):
-        for kind in OVERHEAD_PLANS:
-            overrides, plan = _overhead_plan(kind, world)
-            case = resolve_case(f"calibrate_{kind}", [*overrides, f"dist.repeats={repeats}"], plan, world)
+        for kind, big in plans:
+            key = f"{kind}:big" if big else kind
+            overrides, plan = _overhead_plan(kind, world, big)
+            case = resolve_case(key, [*overrides, f"dist.repeats={repeats}"], plan, world)
+            if big and key not in nbytes:
+                unit = {g: {s: 1.0 for s in STAGE_KEYS} for g in _TYPES}
+                topo = replace(case.topology, stage_bandwidth=unit, bwd_compute_multiplier=0.0)
+                nbytes[key] = CostModel(case.workload, topo).stage_seconds(case.plan).get(kind, {})
             res = run_case(case, torch.device("cpu"), tempfile.gettempdir())
             gathered: list[Any] = [None] * world
             dist.all_gather_object(gathered, {k: float(np.median(v)) for k, v in res["stages"].items()})
-            seen[kind].append({k: max(g[k] for g in gathered) for k in STAGE_KEYS})
-    return {kind: {k: float(np.median([r[k] for r in runs])) for k in STAGE_KEYS} for kind, runs in seen.items()}
+            seen.setdefault(key, []).append({k: max(g[k] for g in gathered) for k in STAGE_KEYS})
+    times = {key: {k: float(np.median([r[k] for r in runs])) for k in STAGE_KEYS} for key, runs in seen.items()}
+    spread = {key: {k: [round(r[k], 6) for r in runs] for k in STAGE_KEYS} for key, runs in seen.items()}
+    return times, {"bytes": nbytes, "rounds": spread}  # type: ignore[dict-item]
 
 
 def stage_overheads(times: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
@@ -193,6 +222,23 @@ def stage_overheads(times: dict[str, dict[str, float]]) -> dict[str, dict[str, f
     out = {"base": base}
     for kind in ("TW", "RW", "CW", "TWRW", "DP"):
         out[kind] = {k: max(0.0, times[kind][k] - base[k]) for k in STAGE_KEYS}
+    return out
+
+
+def stage_bandwidths(times: dict[str, dict[str, float]], nbytes: dict[str, dict[str, float]],
+                     ) -> dict[str, dict[str, float]]:
+    """Per type and stage, bytes/s of the byte-proportional part: (modelled bytes of the larger plan − tiny
+    plan's ≈ 0) / (its stage time − the tiny plan's). Stages with no bytes or no measured growth are left out
+    (the model then uses the microbenchmarks' figures)."""
+    out: dict[str, dict[str, float]] = {}
+    for kind in _TYPES:
+        big, tiny = times.get(f"{kind}:big"), times.get(kind)
+        if big is None or tiny is None:
+            continue
+        for stage, b in nbytes.get(f"{kind}:big", {}).items():
+            dt = big[stage] - tiny[stage]
+            if b > 0 and dt > 0:
+                out.setdefault(kind, {})[stage] = float(b / dt)
     return out
 
 
@@ -212,9 +258,9 @@ def _rank_main(args: argparse.Namespace) -> int:
         dist.all_gather_object(gathered, lookups)
         dense = _dense_optimizer(args.repeats)
         comm = _collectives(args.repeats)
-        stage = _stage_times(world, args.repeats)
+        stage, stage_bytes = _stage_times(world, args.repeats, args.rounds)
         if rank == 0:
-            write_yaml(args.out, gathered, comm, dense, stage, world, args)
+            write_yaml(args.out, gathered, comm, dense, stage, stage_bytes, world, args)
         dist.barrier()
     finally:
         dist.destroy_process_group()
@@ -226,7 +272,8 @@ def _fit_points(points: list[dict], x: str, y: str) -> tuple[float, float]:
 
 
 def write_yaml(out: str, lookups: list[list[dict]], comm: dict[str, list[dict]], dense: list[dict],
-               stage: dict[str, dict[str, float]], world: int, args: argparse.Namespace) -> None:
+               stage: dict[str, dict[str, float]], stage_bytes: dict, world: int, args: argparse.Namespace,
+               ) -> None:
     from benchmarks.records import git_sha
 
     pts = [p for rank_points in lookups for p in rank_points]  # every rank's grid: concurrent measurements
@@ -238,6 +285,7 @@ def write_yaml(out: str, lookups: list[list[dict]], comm: dict[str, list[dict]],
     links = {op: _fit_points(points, "sent_bytes", "secs") for op, points in comm.items()}
     opt_call_s, opt_bw = _fit_points(dense, "bytes", "secs")
     overhead = stage_overheads(stage)
+    stage_bw = stage_bandwidths(stage, stage_bytes["bytes"])
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     date = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     host = socket.gethostname()
@@ -261,6 +309,7 @@ def write_yaml(out: str, lookups: list[list[dict]], comm: dict[str, list[dict]],
                         for op, (lat, b) in links.items()},
         "stage_overhead": overhead,
         "optimizer_bandwidth": opt_bw,
+        "stage_bandwidth": stage_bw,
         "sources": {"provenance": how, "date": date,
                     "bwd_compute_multiplier": "slope of TBE (fwd+bwd with fused row-wise Adagrad − fwd) time over "
                                               "bytes / slope of fwd time, same grid "
@@ -268,10 +317,15 @@ def write_yaml(out: str, lookups: list[list[dict]], comm: dict[str, list[dict]],
                     "stage_overhead": "TorchRec stage medians (max over ranks) on tiny tables, bytes ≈ 0: base = "
                                       "base = TW + RW − (TW+RW), "
                                       "type = type − base, clamped at 0",
+                    "stage_bandwidth": f"per type and stage: modelled bytes of a larger plan ({2 * world} tables "
+                                       f"{BIG}, DP: dp_rows) / (its stage median − the tiny plan's), both "
+                                       "measured in the same interleaved rounds (bytes and per-round medians "
+                                       "below); missing: no growth measured, microbenchmark figures used",
                     "optimizer_bandwidth": "1/slope of TorchRec RowWiseAdagrad step time = c + parameter bytes/bw "
                                            f"on dense (rows, 64) fp32 tables (c = {opt_call_s * 1e6:.0f} µs)"},
         "calibration": {"lookups": pts, "collectives": comm, "dense_optimizer": dense,
-                        "torchrec_stages_tiny_s": stage},
+                        "torchrec_stages_s": stage, "torchrec_stage_bytes": stage_bytes["bytes"],
+                        "torchrec_stage_rounds_s": stage_bytes["rounds"]},
     }
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -293,6 +347,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--world-size", type=int, default=2)
     p.add_argument("--rows", type=int, default=1_000_000, help="rows of each lookup table (per rank)")
     p.add_argument("--repeats", type=int, default=20)
+    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the TorchRec stage plans")
     p.add_argument("--timeout", type=float, default=300.0, help="collective timeout (s)")
     p.add_argument("--rank-worker", action="store_true", help=argparse.SUPPRESS)
     return p
@@ -303,8 +358,8 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "calibrate":
         argv = argv[1:]
     args = _parser().parse_args(argv)
-    if args.world_size < 2 or args.rows < 1000 or args.repeats < 1:
-        print("dlrmbench calibrate: error: needs --world-size ≥ 2, --rows ≥ 1000, --repeats ≥ 1", file=sys.stderr)
+    if args.world_size < 2 or args.rows < 1000 or args.repeats < 1 or args.rounds < 1:
+        print("dlrmbench calibrate: error: needs --world-size ≥ 2, --rows ≥ 1000, --repeats ≥ 1, --rounds ≥ 1", file=sys.stderr)
         return 2
     if args.rank_worker:
         return _rank_main(args)

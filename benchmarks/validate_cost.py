@@ -7,14 +7,18 @@ Per case: predicted step time (our `CostModel.plan_cost` and TorchRec's estimato
 the measured step time; per rank: predicted rank time (ours: the rank's work + the collectives it joins + its
 wait for slower peers, `RankCost.elapsed`; TorchRec: its shards' perf summed) against the measured embedding
 stages of that rank (which include those waits). Error = |predicted − measured| / measured; the table ends with
-the median absolute error of each model. The whole list of cases runs `--rounds` times, one job each, and each
-measured figure is the median over rounds of the per-round medians: on a shared machine load from other
-processes comes in bursts of seconds, which one round of a case can fall into.
+the median absolute error of each model. The whole list of cases runs `--rounds` times, one job each, in a
+different (seeded) order each round, and each measured figure is the median over rounds of the per-round
+medians over steps (the statistic `benchmarks.calibrate` fits with): on a shared machine load from other
+processes comes in bursts of seconds, which one round of a case can fall into. The table shows each case's
+spread over rounds (min–max of the per-round medians) and the median relative spread, the noise floor any
+error figure sits on.
 A `validation` record with those medians is appended next to the cases' own `distributed` records.
 """
 from __future__ import annotations
 
 import argparse
+import random
 import sys
 import time
 from pathlib import Path
@@ -103,9 +107,10 @@ def merge_rounds(rounds: list[list[dict]]) -> list[dict]:
     for case, recs in by_case.items():
         first = recs[0]
         ranks = [rank_values(r, "embedding_time") for r in recs]
+        steps = [float(metric_value(r, "step_time") or 0.0) for r in recs]
         out.append({"case": case, "types": first["plan"]["sharding_types"], "rounds": len(recs),
-                    "run_ids": [r["run_id"] for r in recs],
-                    "measured": float(np.median([metric_value(r, "step_time") for r in recs])),
+                    "run_ids": [r["run_id"] for r in recs], "round_steps": steps,
+                    "measured": float(np.median(steps)),
                     "ours": metric_value(first, "predicted_step_time"),
                     "torchrec": metric_value(first, "torchrec_predicted_step_time"),
                     "rank_measured": [float(np.median(v)) for v in zip(*ranks, strict=True)],
@@ -116,8 +121,9 @@ def merge_rounds(rounds: list[list[dict]]) -> list[dict]:
 
 def error_table(cases: list[dict]) -> tuple[list[str], dict[str, float]]:
     """Markdown lines (per case, then per rank) and the median absolute errors."""
-    lines = ["| case | types | measured step ms | ours ms | ours err | TorchRec ms | TorchRec err |",
-             "|---|---|---:|---:|---:|---:|---:|"]
+    lines = ["| case | types | measured step ms | min–max over rounds | ours ms | ours err | TorchRec ms | "
+             "TorchRec err |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    spreads = []
     errs: dict[str, list[float]] = {"ours": [], "torchrec": [], "ours_rank": [], "torchrec_rank": []}
     rank_lines = ["| case | rank | measured embedding ms | ours ms | ours err | TorchRec ms | TorchRec err |",
                   "|---|---:|---:|---:|---:|---:|---:|"]
@@ -127,8 +133,10 @@ def error_table(cases: list[dict]) -> tuple[list[str], dict[str, float]]:
         errs["ours"] += [eo] if eo is not None else []
         errs["torchrec"] += [et] if et is not None else []
         types = " ".join(f"{k}{v}" for k, v in c["types"].items())
-        lines.append(f"| {c['case']} | {types} | {_fmt(meas)} | {_fmt(ours)} | {_fmt(eo, True)} | {_fmt(trec)} | "
-                     f"{_fmt(et, True)} |")
+        rs = c.get("round_steps") or [meas]
+        spreads.append((max(rs) - min(rs)) / meas if meas else 0.0)
+        lines.append(f"| {c['case']} | {types} | {_fmt(meas)} | {min(rs):.1f}–{max(rs):.1f} | {_fmt(ours)} | "
+                     f"{_fmt(eo, True)} | {_fmt(trec)} | {_fmt(et, True)} |")
         tr = c["rank_torchrec"]
         for k, m in enumerate(c["rank_measured"]):
             po, pt = c["rank_ours"][k], (tr[k] if tr else None)
@@ -138,9 +146,11 @@ def error_table(cases: list[dict]) -> tuple[list[str], dict[str, float]]:
             rank_lines.append(f"| {c['case']} | {k} | {_fmt(m)} | {_fmt(po)} | {_fmt(e1, True)} | {_fmt(pt)} | "
                               f"{_fmt(e2, True)} |")
     med = {k: float(np.median(v)) for k, v in errs.items() if v}
+    med["round_spread"] = float(np.median(spreads)) if spreads else 0.0
     lines.append(f"\nmedian absolute error of the step time: ours {_fmt(med.get('ours'), True)}, TorchRec "
                  f"{_fmt(med.get('torchrec'), True)} ({len(cases)} cases, median over "
-                 f"{max(c['rounds'] for c in cases)} rounds)\n")
+                 f"{max(c['rounds'] for c in cases)} rounds; median spread over rounds (max − min) / median: "
+                 f"{_fmt(med['round_spread'], True)})\n")
     rank_lines.append(f"\nmedian absolute error per rank: ours {_fmt(med.get('ours_rank'), True)}, TorchRec "
                       f"{_fmt(med.get('torchrec_rank'), True)}")
     return lines + rank_lines, med
@@ -152,7 +162,7 @@ def _parser() -> argparse.ArgumentParser:
                    "results/hardware/calibrated.yaml when `dlrmbench calibrate` wrote it, else dev_2core)")
     p.add_argument("--world-sizes", default="2", help="comma-separated rank counts, one job each")
     p.add_argument("--quick", action="store_true", help="3 plans per workload, 5 timed steps, one round")
-    p.add_argument("--rounds", type=int, default=3, help="jobs over the whole case list; median over rounds")
+    p.add_argument("--rounds", type=int, default=5, help="jobs over the whole case list; median over rounds")
     p.add_argument("--repeats", type=int, default=20, help="timed steps per case and round")
     p.add_argument("--records", default="results/records.jsonl")
     p.add_argument("--timeout", type=float, default=300.0)
@@ -190,7 +200,9 @@ def main(argv: list[str] | None = None) -> int:
     rc = 0
     for k in range(rounds):
         for w in worlds:
-            code, found = run_cases(build_cases(w, args.quick), overrides, w, args.records, args.timeout)
+            cases = build_cases(w, args.quick)
+            random.Random(k).shuffle(cases)  # a burst of load hits different cases in different rounds
+            code, found = run_cases(cases, overrides, w, args.records, args.timeout)
             rc, per_round[k] = rc or code, per_round[k] + found
     records = [r for recs in per_round for r in recs]
     if not records:
@@ -206,7 +218,9 @@ def main(argv: list[str] | None = None) -> int:
         "case_run_ids": sorted({r["run_id"] for r in records}),
         "metrics": [metric(f"median_abs_error_{k}", v, "fraction", how + (" (per rank: embedding stages)"
                                                                           if k.endswith("rank") else ""))
-                    for k, v in med.items()]}])
+                    for k, v in med.items() if k != "round_spread"]
+        + [metric("median_round_spread", med["round_spread"], "fraction", "median over cases of (max − min) / "
+                  "median of the per-round median step times")]}])
     return rc
 
 

@@ -1,6 +1,24 @@
-"""Lower bounds on the cost (slowest rank) of any plan our options can express, for a workload and topology.
+"""Lower bounds on the cost of any plan our options can express, for a workload and topology.
 
-Per-rank cost is a sum of shard costs plus non-negative latency, so the slowest rank costs at least
+`lower_bound(CostModel)` is the larger of two valid bounds: the linear-programming relaxation below and the simple
+bound after it (kept as a floor and for TorchRec's rating, which is the slowest rank's summed shard perf).
+
+The relaxation follows `CostModel._assemble`: step = base + Σ_g fixed_g·[group g present] + Σ_k max_r L[k, r],
+k running over the forward, backward and optimizer work and each collective (group, pass, op). Every table j picks
+one option o (TW, CW(k), RW, TWRW, DP, all in the fast tier); T_jo[k] is what its shards put on resource k in all
+and P_jo[k] the largest single shard's share of it. For any plan, with x_jo = 1 for its choices and p_g = 1 for the
+groups present:
+  max_r L[k, r] ≥ (Σ_j T_jo[k] + Σ_g hold_g[k]·p_g + pen_k) / W     (the average over ranks; a group present has
+                                                                   ≥ 1 holder paying its per-holder work hold_g)
+  max_r L[k, r] ≥ P_jo[k] + hold_g(o)[k]                          (the rank holding that shard, for every table)
+  p_g ≥ Σ_{o ∈ g} x_jo for every table j
+pen_k is the tier term below, split between forward and backward as the cost model splits lookup time. So the
+minimum of base + Σ_g fixed_g·p_g + Σ_k M_k over the LP (x ≥ 0, Σ_o x_jo = 1, p ∈ [0, 1], M_k ≥ both right-hand
+sides) is ≤ every plan's cost. Piece rows are kept only for each resource's largest pieces (dropping rows only
+lowers the LP, so the bound stays valid). HiGHS solves it in normalised units; the value is shaved by 1e-6
+relative to cover solver tolerances.
+
+The simple bound: per-rank cost is a sum of shard costs plus non-negative latency, so the slowest rank costs at least
   (a) the average load: Σ_j (least total work of table j over TW, DP, CW(k), TWRW, RW, all in the fast tier)
       + the least extra time of the rows that cannot fit the fast tier, all over W ranks; and
   (b) the largest piece: max_j (over the same options, the least cost of the table's largest shard);
@@ -12,9 +30,11 @@ measured LRU curves, which need not be convex); taking the cheapest slopes first
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
+from scipy.optimize import linprog
+from scipy.sparse import coo_array
 
 from embedding.spec import DTYPE_BYTES
 from sharding.cost import CostModel
@@ -36,13 +56,19 @@ class LowerBound:
     largest_piece: float  # (b)
     world_size: int
     latency: float = 0.0  # one collective's latency per pass: the slowest rank holds a shard, so it takes part
+    relaxation: float = 0.0  # the LP relaxation's value (0: not computed)
+
+    @property
+    def simple(self) -> float:
+        return max(self.average + self.tier_penalty / self.world_size, self.largest_piece) + self.latency
 
     @property
     def value(self) -> float:
-        return max(self.average + self.tier_penalty / self.world_size, self.largest_piece) + self.latency
+        return max(self.simple, self.relaxation)
 
     def to_dict(self) -> dict[str, float]:
-        return {"lower_bound_s": self.value, "average_s": self.average, "tier_penalty_s": self.tier_penalty,
+        return {"lower_bound_s": self.value, "relaxation_s": self.relaxation, "simple_s": self.simple,
+                "average_s": self.average, "tier_penalty_s": self.tier_penalty,
                 "largest_piece_s": self.largest_piece, "latency_s": self.latency}
 
 
@@ -76,20 +102,158 @@ def _hull_segments(xs: np.ndarray, ys: np.ndarray) -> list[tuple[float, float]]:
     return [(b[0] - a[0], (b[1] - a[1]) / (b[0] - a[0])) for a, b in zip(hull, hull[1:], strict=False)]
 
 
+PIECE_ROWS = 48  # per resource, the tables with the largest pieces get a piece row in the LP
+
+
+def _option_shards(cost: CostModel, t) -> list[tuple[ShardingType, list[tuple[int, int, int]]]]:  # noqa: ANN001
+    """Every option of table t as (type, [(rows, cols, how many shards)])."""
+    topo = cost.topology
+    w, h = topo.world_size, min(topo.ranks_per_host, topo.world_size)
+    out = [(TW, [(t.rows, t.dim, 1)])]
+    out += [(CW, [(t.rows, t.dim // k, k)]) for k in column_splits(t.dim) if k <= w]
+    out += [(RW, [(r, t.dim, k) for r, k in row_sizes(t.rows, w)]),
+            (TWRW, [(r, t.dim, k) for r, k in row_sizes(t.rows, h)])]
+    if w > 1:
+        out.append((DP, [(t.rows, t.dim, w)]))
+    return out
+
+
+def _relaxation(cost: CostModel, penalty: float) -> float:
+    """The LP relaxation's value (see the module docstring); 0.0 if HiGHS does not solve it."""
+    topo, wl = cost.topology, cost.workload
+    w, fast, groups = topo.world_size, topo.fast.name, list(ShardingType)
+    keys: dict[tuple, int] = {"fwd": 0, "bwd": 1, "opt": 2}  # type: ignore[dict-item]
+    tots, pieces, opt_group, opt_table = [], [], [], []
+    for j, t in enumerate(wl.tables):
+        for st, shards in _option_shards(cost, t):
+            tot: dict[int, float] = {}
+            piece: dict[int, float] = {}
+            for rows, cols, n in shards:
+                c = cost.shard_cost(t, st, rows, cols, fast)
+                v = {0: c.fwd_compute, 1: c.bwd_compute, 2: c.optimizer}
+                for p, op, secs in cost.message_times(t, st, rows, cols):
+                    k = keys.setdefault((st, p, op), len(keys))
+                    v[k] = v.get(k, 0.0) + secs
+                for k, x in v.items():
+                    tot[k] = tot.get(k, 0.0) + n * x
+                    piece[k] = max(piece.get(k, 0.0), x)
+            tots.append(tot)
+            pieces.append(piece)
+            opt_group.append(groups.index(st))
+            opt_table.append(j)
+    K, n_x, G = len(keys), len(tots), len(groups)
+    T, P = np.zeros((n_x, K)), np.zeros((n_x, K))
+    for o in range(n_x):
+        T[o, list(tots[o])] = list(tots[o].values())
+        P[o, list(pieces[o])] = list(pieces[o].values())
+    base_lat, base_work = cost._fixed({}, w)
+    base = float(base_lat + base_work.max(axis=1).sum())
+    fixed, hold = np.zeros(G), np.zeros((G, K))
+    for g, st in enumerate(groups):
+        lat, work = cost._fixed({st: set()}, w)
+        fixed[g] = float(lat + work.max(axis=1).sum()) - base
+        hold[g, :3] = cost._fixed({st: {0}}, w)[1][:, 0] - work[:, 0]
+    pen = np.zeros(K)
+    if penalty > 0:
+        f, b = _demotion_seconds(cost)
+        pen[0], pen[1] = penalty * f / (f + b), penalty * b / (f + b)
+    scale = max(float(T.min(axis=0).sum() / w + fixed.min() + base), 1e-30)  # work in units near 1
+    T, P, fixed, hold, pen, base = T / scale, P / scale, fixed / scale, hold / scale, pen / scale, base / scale
+    og, ot = np.array(opt_group), np.array(opt_table)
+    m0, n_var = n_x + G, n_x + G + K  # variables: x (options), p (groups), M (resources)
+    ri: list[np.ndarray] = []
+    ci: list[np.ndarray] = []
+    vals: list[np.ndarray] = []
+    ub: list[np.ndarray] = []
+    row = 0
+
+    def add(r: np.ndarray, c: np.ndarray, v: np.ndarray, n_rows: int, rhs: np.ndarray | float) -> None:
+        nonlocal row
+        ri.append(r + row)
+        ci.append(c)
+        vals.append(v)
+        ub.append(np.broadcast_to(np.asarray(rhs, dtype=float), (n_rows,)))
+        row += n_rows
+
+    # averages: Σ_o T[o, k]·x_o / W + Σ_g hold[g, k]·p_g / W − M_k ≤ −pen_k / W
+    o_idx, k_idx = np.nonzero(T)
+    g_idx, gk_idx = np.nonzero(hold)
+    add(np.concatenate([k_idx, gk_idx, np.arange(K)]), np.concatenate([o_idx, n_x + g_idx, m0 + np.arange(K)]),
+        np.concatenate([T[o_idx, k_idx] / w, hold[g_idx, gk_idx] / w, -np.ones(K)]), K, -pen / w)
+    # pieces, for each resource's PIECE_ROWS tables with the largest pieces: Σ_o (P + hold)[o, k]·x_o − M_k ≤ 0
+    Ph = P + hold[og] * (P > 0)
+    n_tab = len(wl.tables)
+    for k in range(K):
+        top = np.zeros(n_tab)
+        np.maximum.at(top, ot, Ph[:, k])
+        keep = np.flatnonzero(top > 0)
+        keep = keep[np.argsort(-top[keep])[:PIECE_ROWS]]
+        pos = -np.ones(n_tab, dtype=np.int64)
+        pos[keep] = np.arange(len(keep))
+        opts = np.flatnonzero((pos[ot] >= 0) & (Ph[:, k] > 0))
+        add(np.concatenate([pos[ot[opts]], np.arange(len(keep))]),
+            np.concatenate([opts, np.full(len(keep), m0 + k)]),
+            np.concatenate([Ph[opts, k], -np.ones(len(keep))]), len(keep), 0.0)
+    # groups: Σ_{o ∈ g of table j} x_o − p_g ≤ 0
+    pair = ot * G + og
+    uniq, inv = np.unique(pair, return_inverse=True)
+    add(np.concatenate([inv, np.arange(len(uniq))]), np.concatenate([np.arange(n_x), n_x + uniq % G]),
+        np.concatenate([np.ones(n_x), -np.ones(len(uniq))]), len(uniq), 0.0)
+    a_ub = coo_array((np.concatenate(vals), (np.concatenate(ri), np.concatenate(ci))), shape=(row, n_var)).tocsr()
+    a_eq = coo_array((np.ones(n_x), (ot, np.arange(n_x))), shape=(n_tab, n_var)).tocsr()
+    c = np.concatenate([np.zeros(n_x), fixed, np.ones(K)])
+    bounds = [(0, 1)] * (n_x + G) + [(0, None)] * K
+    res = linprog(c, A_ub=a_ub, b_ub=np.concatenate(ub), A_eq=a_eq, b_eq=np.ones(n_tab), bounds=bounds,
+                  method="highs")
+    if res.status != 0:
+        return 0.0
+    value = min(float(res.fun), _dual_value(res, np.concatenate(ub), n_x, G, c, a_ub, a_eq))
+    return max(0.0, (value + base) * scale * (1 - 1e-6))
+
+
+def _dual_value(res, b_ub: np.ndarray, n_x: int, G: int, c: np.ndarray, a_ub, a_eq) -> float:  # noqa: ANN001
+    """Weak duality with HiGHS's multipliers (y ≤ 0 on ≤ rows, z on the equalities): for every feasible point,
+    c·x ≥ b·y + Σ z + Σ_i min(red_i, 0)·u_i with red = c − Aᵀy − A_eqᵀz and u_i the variable's upper bound, so
+    solver tolerances cannot lift the value above the true LP minimum. The M_k are unbounded above: a reduced
+    cost below −1e-9 voids the certificate (inf); tinier ones are charged at 10 × max(1, M_k)."""
+    y, z = np.minimum(res.ineqlin.marginals, 0.0), res.eqlin.marginals
+    red = c - a_ub.T @ y - a_eq.T @ z
+    box, free = red[:n_x + G], red[n_x + G:]
+    if free.min() < -1e-9:
+        return float("inf")
+    m_cap = 10 * np.maximum(1.0, res.x[n_x + G:])
+    return float(b_ub @ y + z.sum() + np.minimum(box, 0.0).sum() + (np.minimum(free, 0.0) * m_cap).sum())
+
+
+def _demotion_seconds(cost: CostModel) -> tuple[float, float]:
+    """(forward, backward) seconds added per gathered byte moved from tier 0 to tier 1, the least over sharding
+    types (with fitted stage bandwidths a tier-0 byte costs 1 / that type's lookup figure)."""
+    topo, train = cost.topology, cost.workload.train
+    fast, slow, mult = topo.tiers[0].bandwidth, topo.tiers[1].bandwidth, topo.bwd_compute_multiplier
+    fwd, bwd = [], []
+    for st in ShardingType:
+        f = 1 / slow - 1 / topo.stage_bw(st.short, "lookup", fast)
+        fitted = st != DP and "lookup_bwd" in topo.stage_bandwidth.get(st.short, {})
+        fwd.append(f)
+        bwd.append((mult / slow - 1 / topo.stage_bw(st.short, "lookup_bwd", 1.0) if fitted else mult * f)
+                   if train else 0.0)
+    return max(min(fwd), 0.0), max(min(bwd), 0.0)
+
+
 def _tier_penalty(cost: CostModel) -> float:
     """Least added time of the weights that cannot fit the fast tier (see the module docstring)."""
     topo, wl = cost.topology, cost.workload
     if len(topo.tiers) < 2:
         return 0.0
-    fast, slow = topo.tiers[0], topo.tiers[1]
+    fast = topo.tiers[0]
     excess = sum(t.bytes for t in wl.tables) - topo.usable(fast.name) * topo.world_size
     if excess <= 0:
         return 0.0
+    per_byte = sum(_demotion_seconds(cost))
     segments: list[tuple[float, float]] = []
-    bwd = 1 + (topo.bwd_compute_multiplier if wl.train else 0.0)
     for t in wl.tables:
         lookups = cost._traffic(t, TW, t.rows)[0]
-        k = lookups * t.dim * DTYPE_BYTES[t.dtype] * (1 / slow.bandwidth - 1 / fast.bandwidth) * bwd
+        k = lookups * t.dim * DTYPE_BYTES[t.dtype] * per_byte
         pen = np.array([k * cost.miss_rate(t, 1 - x) for x in _GRID])  # non-decreasing in the demoted share
         # demoting more than x_i costs at least pen(x_i): the step function's convex minorant bounds the penalty
         # from below whether or not the miss curve is convex (measured LRU curves need not be)
@@ -106,8 +270,8 @@ def _tier_penalty(cost: CostModel) -> float:
     return total
 
 
-def lower_bound(cost: CostModel | TorchRecCostModel) -> LowerBound:
-    """The bound for our cost model, or (given a `TorchRecCostModel`) for TorchRec's rating, which has neither
+def lower_bound(cost: CostModel | TorchRecCostModel, relax: bool = True) -> LowerBound:
+    """The bound for our cost model (with `relax`, the LP relaxation too), or (given a `TorchRecCostModel`) for TorchRec's rating, which has neither
     latency nor a tier term (its slower kernels only add time, so all-fast work still bounds it).
 
     Latency: a plan with a data-parallel table puts a replica on every rank, so each rank takes part in at least
@@ -126,4 +290,5 @@ def lower_bound(cost: CostModel | TorchRecCostModel) -> LowerBound:
     no_dp_terms = [_table_terms(cost, t.name, allow_dp=False) for t in wl.tables]
     no_dp = LowerBound(sum(a for a, _ in no_dp_terms) / w, penalty, max(b for _, b in no_dp_terms), w,
                        lat * (2 if wl.train else 1))
-    return min(with_dp, no_dp, key=lambda b: b.value)
+    simple = min(with_dp, no_dp, key=lambda b: b.value)
+    return replace(simple, relaxation=_relaxation(cost, penalty)) if relax else simple

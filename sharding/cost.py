@@ -7,6 +7,10 @@ output and index bytes, share = shard rows / table rows, lookups spread over row
   lookups      TW, CW: B·L          RW, TWRW: B·L·share        DP: (B/world)·L
   fwd compute  lookups·d·w·(hit/bw_fast + miss/bw_tier) + (lookups·i + bags·d·o)/bw_fast
   bwd compute  bwd_compute_multiplier × fwd compute (training only: TBE backward with the fused update)
+A calibrated `Topology.stage_bandwidth` (bytes/s per sharding type and TorchRec stage, fitted through TorchRec's
+own stages) replaces tier 0's bandwidth in the lookup terms (backward: the tier-0 bytes over the lookup_bwd
+figure), each message's op bandwidth by its stage's (the first message is input_dist, later forward ones
+output_dist, backward ones output_dist_bwd; DP's all-reduce: lookup_bwd) and DP's optimizer bandwidth.
   optimizer    DP replicas: rows·d·w / optimizer bandwidth (dense step of what the fused update does not cover)
   messages     input KJT all-to-all (every non-DP type) of lookups·i + bags·i (ids + lengths) into the shard's
                rank; TW/CW pooled all-to-all of bags·d·o fwd and the same back in bwd; RW reduce-scatter fwd /
@@ -174,21 +178,31 @@ class CostModel:
             self._memo[key] = self._shard_cost(t, st, rows, cols, tier, cache_fraction)
         return self._memo[key]  # type: ignore[return-value]
 
-    def _shard_cost(self, t: TableSpec, st: ShardingType, rows: int, cols: int, tier: str,
-                    cache_fraction: float) -> ShardCost:
+    def _lookup_bytes(self, t: TableSpec, st: ShardingType, rows: int, cols: int, tier: str,
+                      cache_fraction: float) -> tuple[float, float]:
+        """(bytes served from tier 0, bytes gathered from `tier` on misses) of a shard's forward lookups."""
         topo, wl = self.topology, self.workload
         lookups, bags = self._traffic(t, st, rows)
         if rows == 0:
             lookups = 0.0
-        fast = topo.fast
-        miss = 0.0 if tier == fast.name else self.miss_rate(t, cache_fraction)
+        miss = 0.0 if tier == topo.fast.name else self.miss_rate(t, cache_fraction)
         gather = lookups * cols * DTYPE_BYTES[t.dtype]
-        fwd = gather * ((1 - miss) / fast.bandwidth + miss / topo.tier(tier).bandwidth)
-        fwd += (lookups * wl.index_bytes + bags * cols * wl.output_bytes) / fast.bandwidth
-        bwd = fwd * topo.bwd_compute_multiplier if wl.train else 0.0
+        return gather * (1 - miss) + lookups * wl.index_bytes + bags * cols * wl.output_bytes, gather * miss
+
+    def _shard_cost(self, t: TableSpec, st: ShardingType, rows: int, cols: int, tier: str,
+                    cache_fraction: float) -> ShardCost:
+        topo, wl = self.topology, self.workload
+        fast, slow = self._lookup_bytes(t, st, rows, cols, tier, cache_fraction)
+        slow_s = slow / topo.tier(tier).bandwidth
+        fwd = fast / topo.stage_bw(st.short, "lookup", topo.fast.bandwidth) + slow_s
+        bwd = 0.0
+        if wl.train:
+            fitted = st != ShardingType.DATA_PARALLEL and "lookup_bwd" in topo.stage_bandwidth.get(st.short, {})
+            bwd = (fast / topo.stage_bw(st.short, "lookup_bwd", 1.0) + slow_s * topo.bwd_compute_multiplier
+                   if fitted else fwd * topo.bwd_compute_multiplier)
         opt = 0.0
         if st == ShardingType.DATA_PARALLEL and wl.train:
-            opt = rows * cols * DTYPE_BYTES[t.dtype] / topo.dense_update_bandwidth
+            opt = rows * cols * DTYPE_BYTES[t.dtype] / topo.stage_bw("DP", "optimizer", topo.dense_update_bandwidth)
         comms = {"fwd": 0.0, "bwd": 0.0}
         for p, _, secs in self.message_times(t, st, rows, cols):
             comms[p] += secs
@@ -221,15 +235,25 @@ class CostModel:
         return msgs + [("fwd", "reduce_scatter", intra, 0.0), ("fwd", "all_to_all", 0.0, inter),
                        ("bwd", "all_to_all", 0.0, inter), ("bwd", "all_gather", intra, 0.0)]
 
+    @staticmethod
+    def message_stage(st: ShardingType, index: int, p: str) -> str:
+        """The TorchRec stage (`sharding.topology.STAGES`) that sends message `index` of `messages` in pass `p`."""
+        if st == ShardingType.DATA_PARALLEL:
+            return "lookup_bwd"  # DDP's gradient all-reduce runs inside the backward of the lookups
+        return "input_dist" if index == 0 else ("output_dist" if p == "fwd" else "output_dist_bwd")
+
     def message_times(self, t: TableSpec, st: ShardingType, rows: int, cols: int) -> list[tuple[str, str, float]]:
-        """(pass, op, seconds of bytes over the op's bandwidth) of each message a shard sends in one step."""
+        """(pass, op, seconds of bytes over the op's (or the stage's fitted) bandwidth) of each message a shard
+        sends in one step."""
         key = ("t", t.name, st, rows, cols)
         if key not in self._memo:
             topo = self.topology
-            self._memo[key] = [(p, op, intra / topo.collective(op, False).bandwidth
-                                + inter / topo.collective(op, True).bandwidth)
-                               for p, op, intra, inter in self.messages(t, st, rows, cols)
-                               if self.workload.train or p == "fwd"]
+            out = []
+            for i, (p, op, intra, inter) in enumerate(self.messages(t, st, rows, cols)):
+                if self.workload.train or p == "fwd":
+                    bw = topo.stage_bw(st.short, self.message_stage(st, i, p), topo.collective(op, False).bandwidth)
+                    out.append((p, op, intra / bw + inter / topo.collective(op, True).bandwidth))
+            self._memo[key] = out
         return self._memo[key]  # type: ignore[return-value]
 
     def shard_memory(self, t: TableSpec, st: ShardingType, rows: int, cols: int, tier: str,
@@ -295,6 +319,24 @@ class CostModel:
             rc.latency, rc.overhead = latency, float(work[:, rc.rank].sum())
             rc.wait = max(0.0, step - rc.total)
         return ranks, step
+
+    def stage_seconds(self, plan: ShardingPlan) -> dict[str, dict[str, float]]:
+        """Byte terms of the step per sharding type and TorchRec stage (fixed costs left out): lookups the max
+        over ranks of the type's kernels, collectives the max over ranks of what the stage sends. With every
+        bandwidth 1 these are the bytes `benchmarks.calibrate` fits stage bandwidths on."""
+        acc: dict[str, dict[str, np.ndarray]] = {}
+        w = plan.world_size
+        for tp in plan.tables.values():
+            t, st = self.tables[tp.name], tp.sharding_type
+            per = acc.setdefault(st.short, {})
+            for s in tp.shards:
+                c = self.shard_cost(t, st, s.rows, s.cols, s.tier, s.cache_fraction)
+                parts = [("lookup", c.fwd_compute), ("lookup_bwd", c.bwd_compute), ("optimizer", c.optimizer)]
+                parts += [(self.message_stage(st, i, p), secs)
+                          for i, (p, _, secs) in enumerate(self.message_times(t, st, s.rows, s.cols))]
+                for k, v in parts:
+                    per.setdefault(k, np.zeros(w))[s.rank] += v
+        return {g: {k: float(v.max()) for k, v in per.items()} for g, per in acc.items()}
 
     def _fixed(self, held: dict[ShardingType, set[int]], w: int) -> tuple[float, np.ndarray]:
         """(fixed collective seconds every rank pays, fixed work seconds per phase (fwd, bwd, optimizer) × rank)

@@ -68,6 +68,10 @@ class Topology:
     ("TW", "RW", "CW", "TWRW", "DP"), plus "base" (once per step, whatever the groups): the framework's per-call
     cost (Python, kernel launch, collective latency) measured with ≈ 0 bytes. Empty (the GPU presets): each
     collective call costs its link latency and kernels are free of fixed cost.
+    `stage_bandwidth`: per sharding type and stage, bytes/s of the byte-proportional part of that TorchRec stage
+    (fitted from a tiny and a larger plan of the type): it replaces tier 0's bandwidth (lookup, lookup_bwd), the
+    op's bandwidth (input_dist, output_dist, output_dist_bwd; DP lookup_bwd: the gradient all-reduce) and
+    `optimizer_bandwidth` (DP optimizer) for that type's bytes. Missing entries use those figures.
     `optimizer_bandwidth`: bytes/s of a dense optimizer step over replicated (DP) tables (0: tier 0 bandwidth).
     """
 
@@ -83,6 +87,7 @@ class Topology:
     collectives: dict[str, Link] = field(default_factory=dict)
     stage_overhead: dict[str, dict[str, float]] = field(default_factory=dict)
     optimizer_bandwidth: float = 0.0
+    stage_bandwidth: dict[str, dict[str, float]] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict, compare=False)
 
     def __hash__(self) -> int:
@@ -102,14 +107,17 @@ class Topology:
         if not 0 <= self.reserved_fraction < 1:
             raise TopologyError(f"topology {self.name!r}: reserved_fraction must be in [0, 1)")
         bad_ops = sorted(set(self.collectives) - set(COLLECTIVE_OPS))
-        bad_groups = sorted(set(self.stage_overhead) - set(OVERHEAD_GROUPS))
-        bad_stages = sorted({s for v in self.stage_overhead.values() for s in v} - set(STAGES))
+        per_stage = (self.stage_overhead, self.stage_bandwidth)
+        bad_groups = sorted({g for d in per_stage for g in d} - set(OVERHEAD_GROUPS))
+        bad_stages = sorted({s for d in per_stage for v in d.values() for s in v} - set(STAGES))
         if bad_ops or bad_groups or bad_stages:
             raise TopologyError(f"topology {self.name!r}: unknown collective ops {bad_ops}, overhead groups "
                                 f"{bad_groups} or stages {bad_stages} (known: {COLLECTIVE_OPS}, "
                                 f"{OVERHEAD_GROUPS}, {STAGES})")
         if self.optimizer_bandwidth < 0 or any(v < 0 for g in self.stage_overhead.values() for v in g.values()):
             raise TopologyError(f"topology {self.name!r}: optimizer_bandwidth and stage overheads must be ≥ 0")
+        if any(v <= 0 for g in self.stage_bandwidth.values() for v in g.values()):
+            raise TopologyError(f"topology {self.name!r}: stage bandwidths must be > 0")
 
     @property
     def world_size(self) -> int:
@@ -150,6 +158,10 @@ class Topology:
     def dense_update_bandwidth(self) -> float:
         return self.optimizer_bandwidth or self.fast.bandwidth
 
+    def stage_bw(self, group: str, stage: str, default: float) -> float:
+        """Fitted bytes/s of a stage's byte-proportional part for a sharding type, else `default`."""
+        return self.stage_bandwidth.get(group, {}).get(stage, default)
+
     def with_ranks(self, ranks: int) -> Topology:
         """Same hardware with `ranks` ranks: fewer than a host shrinks the host, more adds whole hosts."""
         if ranks < 1:
@@ -176,6 +188,7 @@ class Topology:
                             for k, v in self.collectives.items()},
             "stage_overhead": {k: dict(v) for k, v in self.stage_overhead.items()},
             "optimizer_bandwidth": self.optimizer_bandwidth,
+            "stage_bandwidth": {k: dict(v) for k, v in self.stage_bandwidth.items()},
             "sources": dict(self.sources),
         }
 
@@ -198,6 +211,8 @@ class Topology:
                 stage_overhead={str(k): {str(s): float(x) for s, x in (v or {}).items()}
                                 for k, v in (d.get("stage_overhead") or {}).items()},
                 optimizer_bandwidth=float(d.get("optimizer_bandwidth", 0.0)),
+                stage_bandwidth={str(k): {str(s): float(x) for s, x in (v or {}).items()}
+                                 for k, v in (d.get("stage_bandwidth") or {}).items()},
                 sources={str(k): str(v) for k, v in (d.get("sources") or {}).items()},
             )
         except KeyError as e:

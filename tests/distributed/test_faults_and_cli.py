@@ -55,3 +55,10 @@ def test_fits_recover_known_constants() -> None:
     assert calibrate.fit_bandwidth(b, b / 5e9) == pytest.approx(5e9)
     lat, bw = calibrate.fit_latency_bandwidth(b, 2e-4 + b / 1e9)
     assert lat == pytest.approx(2e-4) and bw == pytest.approx(1e9)
+
+
+def test_stage_bandwidth_is_the_larger_plans_bytes_over_its_extra_time() -> None:
+    stages = {k: 1e-3 for k in calibrate.STAGE_KEYS}
+    times = {"TW": stages, "TW:big": dict(stages, lookup=3e-3, input_dist=0.5e-3)}
+    nbytes = {"TW:big": {"lookup": 4e6, "input_dist": 1e5, "optimizer": 0.0}}
+    assert calibrate.stage_bandwidths(times, nbytes) == {"TW": {"lookup": pytest.approx(2e9)}}  # no growth: left out

@@ -82,3 +82,36 @@ def test_calibrated_fields_round_trip_and_bad_ones_are_named() -> None:
         replace(topo, collectives={"broadcast": Link(1e9)})
     with pytest.raises(TopologyError, match="stages"):
         replace(topo, stage_overhead={"TW": {"lookups": 1e-3}})
+
+
+def test_fitted_stage_bandwidths_price_their_stages_and_round_trip() -> None:
+    from dataclasses import replace
+
+    import pytest
+
+    from sharding.layouts import table_plan
+    from sharding.topology import Topology, TopologyError
+
+    t = TableSpec("a", 100_000, 64)
+    wl = PlanWorkload((t,), 512)
+    topo = replace(topology(1, 2, 8.0), stage_overhead={"TW": {"input_dist": 1e-3}})
+    plan = ShardingPlan(2, {"a": table_plan(t, ShardingType.TABLE_WISE, [0], "hbm")})
+    unit = replace(topo, stage_bandwidth={"TW": {s: 1.0 for s in ("lookup", "lookup_bwd", "input_dist",
+                                                                   "output_dist", "output_dist_bwd")}})
+    nbytes = CostModel(wl, unit).stage_seconds(plan)["TW"]  # bandwidth 1: the stage's modelled bytes
+    ids = 2 * 512 * t.pooling.expected
+    assert nbytes["input_dist"] == pytest.approx((ids + 2 * 512) * 8 / 2)  # half of it leaves the rank
+    assert nbytes["lookup"] == nbytes["lookup_bwd"] > 0 and nbytes["output_dist"] == nbytes["output_dist_bwd"]
+    fitted = replace(topo, stage_bandwidth={"TW": {"input_dist": 1e8, "lookup": 2e9}})
+    plain, slow = CostModel(wl, topo), CostModel(wl, fitted)
+    s0, s1 = plain.stage_seconds(plan)["TW"], slow.stage_seconds(plan)["TW"]
+    assert s1["input_dist"] == pytest.approx(nbytes["input_dist"] / 1e8)
+    assert s1["lookup"] == pytest.approx(nbytes["lookup"] / 2e9)
+    assert s1["output_dist"] == s0["output_dist"]  # not fitted: the op's bandwidth
+    assert slow.plan_cost(plan) - plain.plan_cost(plan) == pytest.approx(
+        sum(s1[k] - s0[k] for k in ("input_dist", "lookup", "lookup_bwd")), rel=1e-9)  # bwd: multiplier × fwd
+    assert Topology.from_dict(fitted.to_dict()) == fitted
+    with pytest.raises(TopologyError, match="stage bandwidths must be > 0"):
+        replace(topo, stage_bandwidth={"TW": {"lookup": 0.0}})
+    with pytest.raises(TopologyError, match="stages"):
+        replace(topo, stage_bandwidth={"TW": {"gather": 1e9}})

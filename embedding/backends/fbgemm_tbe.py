@@ -2,7 +2,9 @@
 
 fp32 (training or inference): `SplitTableBatchedEmbeddingBagsCodegen`, training with the fused backward and
 row-wise Adagrad (`EXACT_ROWWISE_ADAGRAD`). fp16/int8 inference: `IntNBitTableBatchedEmbeddingBagsCodegen` (int8 rows
-carry an fp16 scale and bias, 4 bytes). On CUDA it needs the CUDA build of fbgemm-gpu.
+carry an fp16 scale and bias, 4 bytes). On CUDA it needs the CUDA build of fbgemm-gpu. FBGEMM's own bounds check is
+off (BoundsCheckMode.NONE, ≈ 20% of a CPU forward): every index was already checked against its table when the batch
+was generated or the trace loaded.
 """
 from __future__ import annotations
 
@@ -43,7 +45,7 @@ class FbgemmTBE(LookupBackend):
         if not fbgemm_available(device):
             raise BackendError(f"backend 'fbgemm': fbgemm-gpu has no kernels for {device} here")
         from fbgemm_gpu.split_embedding_configs import EmbOptimType, SparseType
-        from fbgemm_gpu.split_table_batched_embeddings_ops_common import EmbeddingLocation
+        from fbgemm_gpu.split_table_batched_embeddings_ops_common import BoundsCheckMode, EmbeddingLocation
         from fbgemm_gpu.split_table_batched_embeddings_ops_training import (
             ComputeDevice,
             SplitTableBatchedEmbeddingBagsCodegen,
@@ -57,7 +59,7 @@ class FbgemmTBE(LookupBackend):
             self.tbe = SplitTableBatchedEmbeddingBagsCodegen(
                 [(t.rows, t.dim, loc, cdev) for t in spec.tables],
                 optimizer=EmbOptimType.EXACT_ROWWISE_ADAGRAD, learning_rate=learning_rate, eps=1e-8,
-                device=device)
+                device=device, bounds_check_mode=BoundsCheckMode.NONE)
             with torch.no_grad():
                 for dst, src in zip(self.tbe.split_embedding_weights(), weights, strict=True):
                     dst.copy_(src)
@@ -73,7 +75,7 @@ class FbgemmTBE(LookupBackend):
             loc = EmbeddingLocation.DEVICE if on_gpu else EmbeddingLocation.HOST
             self.tbe = IntNBitTableBatchedEmbeddingBagsCodegen(
                 [(t.name, t.rows, t.dim, sparse_type, loc) for t in spec.tables], output_dtype=SparseType.FP32,
-                device=device)
+                device=device, bounds_check_mode=BoundsCheckMode.NONE)
             self.tbe.initialize_weights()
             with torch.no_grad():
                 for (dst, dst_sb), src in zip(self.tbe.split_embedding_weights(), weights, strict=True):

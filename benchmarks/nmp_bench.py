@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import time
 
 import numba
@@ -175,18 +176,23 @@ def _rates(cfg: NmpConfig, stream: LookupStream, repeats: int) -> list[np.ndarra
     return [_timed(host, repeats), _timed(nmp, repeats), _timed(lambda: emulate_batch(cfg, stream), repeats)]
 
 
-def emulation_rate(batch: int, vector_bytes: int, repeats: int = 5) -> None:
+def emulation_rate(batch: int, vector_bytes: int, repeats: int = 7) -> None:
+    """Lookups emulated per second: one batch's lookups / wall time of one call, median of `repeats` calls after a
+    warm-up call (numba compile or cache load kept out), at 1 and 2 numba threads (and all, if more)."""
     stream = sls_stream(batch, vector_bytes, seed=3)
     n = stream.num_lookups
-    print(f"\nEmulation rate ({n:,} lookups, RecNMP-base, 4 ranks/ch, {repeats} repeats after a warm-up; lookups / "
-          "wall time of the call, address decoding included; median (best) in M lookups/s):")
+    print(f"\nEmulation rate, M lookups emulated per second ({n:,} lookups of one batch, RecNMP-base, 4 ranks/ch, "
+          f"uniform rows; rate = lookups / wall time of the call, address decoding and packet planning included;\n"
+          f"median (best) of {repeats} calls after a warm-up; 'host' and 'RecNMP' = one mode, 'both' = "
+          "emulate_batch, i.e. both modes on the same lookups, each lookup counted once):")
     for fidelity in FIDELITIES:
         cfg = NmpConfig(geometry=DramGeometry(dimms_per_channel=2), fidelity=fidelity)
         for threads in sorted({1, min(2, numba.config.NUMBA_NUM_THREADS), numba.config.NUMBA_NUM_THREADS}):
             numba.set_num_threads(threads)
             cells = [f"{n / np.median(t) / 1e6:6.2f} ({n / t.min() / 1e6:5.2f})" for t in _rates(cfg, stream, repeats)]
-            print(f"  {fidelity:>8}, {threads} thread(s): host {cells[0]}, RecNMP {cells[1]}, both modes {cells[2]}")
+            print(f"  {fidelity:>8}, {threads} thread(s): host {cells[0]}, RecNMP {cells[1]}, both {cells[2]}")
     numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+    print(f"  (machine: {os.cpu_count()} CPUs, shared; threads split a batch's channels)")
 
 
 def _fidelity_cases() -> list[tuple[str, dict, dict]]:

@@ -2,8 +2,8 @@
 
 The scheduler keeps the detailed model's FR-FCFS pick rule (timing.serve: smallest key, oldest first, where the
 key is `now` for a row hit and else the cycle the ACT could issue) but not its cost: requests queue in one FIFO
-per bank and only the bank heads compete, through two small heaps per rank, so a pick costs a few heap steps
-instead of a scan of the 32-entry window. Booking is a scoreboard with O(1) state per bank, rank and bus instead
+per bank and only the bank heads compete, in one branch-free min over the banks (pick_head), instead of a scan of
+the 32-entry window. Booking is a scoreboard with O(1) state per bank, rank and bus instead
 of cycle-ring reservations: the data bus is one "free from" cycle and a vector's bursts are charged back to back
 (the detailed model interleaves them with another bank group's; a same-bank-group successor slips by
 tCCD_L − tBL, as it does there), and the C/A bus remembers the last 64 cycles so that commands do not collide.
@@ -23,8 +23,9 @@ MAX_CYCLE = 1 << 62
 AGE_BITS = 20  # a pick compares (key << AGE_BITS) | age: ties on the key go to the oldest request
 AGE_MASK = (1 << AGE_BITS) - 1
 EMPTY = MAX_CYCLE - 1  # head key of an empty bank queue
+HIT = -1  # bank part of a row hit's key: below every cycle (cycles are >= 0), above NEVER
 
-__all__ = ["host_fast", "nmp_fast", "serve_fast"]
+__all__ = ["host_fast", "nmp_fast", "serve_fast", "pick_head", "pick_head_scan"]
 
 
 @njit(cache=True)
@@ -44,6 +45,43 @@ def _new_state(ranks, banks, bank_groups, window):
             np.empty(window, np.int64))  # last column command of each served request, by serve order mod window
 
 
+@njit(cache=True, inline="always")
+def pick_head(head, in_rank, rank_ready, now, r_lo, r_hi, nbank, ub, lim):
+    """The FR-FCFS pick among bank heads: the bank whose head has the smallest composite key, lowest bank on ties.
+
+    head[u] = (bank part << AGE_BITS) | age, so a head's composite key is max(head, floor << AGE_BITS | its age)
+    with floor = max(now, rank ready); a row hit has bank part HIT and age 0. The key, clamped to `lim` (an EMPTY
+    head never wins, a packed key never overflows), is packed above the bank index (ub bits), so the pick is a
+    branch-free (SIMD) min whose ties go to the lowest bank, as pick_head_scan's first-wins scan."""
+    best = MAX_CYCLE
+    for r in range(r_lo, r_hi):
+        if in_rank[r] == 0:
+            continue
+        fl = max(max(now, rank_ready[r]), HIT) << AGE_BITS
+        for u in range(r * nbank, (r + 1) * nbank):
+            h = head[u]
+            best = min(best, (min(max(h, fl | (h & AGE_MASK)), lim) << ub) | u)
+    return best & ((1 << ub) - 1)
+
+
+@njit(cache=True)
+def pick_head_scan(head, in_rank, rank_ready, now, r_lo, r_hi, nbank):
+    """Reference for pick_head (the rule as first written): a first-wins argmin scan of the composite keys."""
+    best = MAX_CYCLE
+    gb_pick = -1
+    for r in range(r_lo, r_hi):
+        if in_rank[r] == 0:
+            continue
+        fl = max(max(now, rank_ready[r]), HIT) << AGE_BITS
+        for u in range(r * nbank, (r + 1) * nbank):
+            h = head[u]
+            c = max(h, fl | (h & AGE_MASK))
+            if c < best:
+                best = c
+                gb_pick = u
+    return gb_pick
+
+
 @njit(cache=True)
 def serve_fast(seq, lo, hi, rank, bank, row, bursts, earliest, col_floor, window, tp, banks_per_group, per_rank_bus,
                st, finish, stats):
@@ -52,7 +90,7 @@ def serve_fast(seq, lo, hi, rank, bank, row, bursts, earliest, col_floor, window
     FR-FCFS picks the smallest key, oldest first: `now` (the latest ACT) for a row hit, else the cycle the
     request's ACT could issue, max(arrival, now, bank ready, rank ready). Requests of one bank share the bank and
     rank terms, so the queue is kept as one FIFO per bank (its oldest request first, a row hit moved to the front)
-    and only the heads compete (see the heaps below).
+    and only the heads compete (pick_head: one SIMD min over the banks of the ranks in play).
     A queue slot freed by a served request admits the next one once that request's last column command issued."""
     (open_row, act_t, ready_t, rank_act, rank_act_bg, rank_ready, faw, faw_ptr, bg_next, bus_free, cmd, q_head,
      q_tail, head, s_req, s_e, s_age, s_next, ring) = st
@@ -60,6 +98,10 @@ def serve_fast(seq, lo, hi, rank, bank, row, bursts, earliest, col_floor, window
                                                                      tp[9], tp[10], tp[11])
     bus = rank[seq[lo]] if per_rank_bus else 0
     nbank = open_row.shape[0] // rank_act.shape[0]
+    ub = 0  # bits of a bank index (rank · banks + bank) packed under a key
+    while (1 << ub) < open_row.shape[0]:
+        ub += 1
+    lim = (1 << (62 - ub)) - 1  # keys clamp here: an EMPTY head never wins, a packed key never overflows
     bg_bits = 0
     while (1 << bg_bits) < banks_per_group:
         bg_bits += 1
@@ -93,7 +135,7 @@ def serve_fast(seq, lo, hi, rank, bank, row, bursts, earliest, col_floor, window
             if q_head[gb] < 0:
                 q_head[gb] = sl
                 if open_row[gb] == row[j]:  # a row hit: key `now`, first among equals
-                    head[gb] = NEVER << AGE_BITS
+                    head[gb] = HIT << AGE_BITS
                 else:
                     head[gb] = (max(s_e[sl], ready_t[gb]) << AGE_BITS) | (pos & AGE_MASK)
             else:
@@ -101,21 +143,7 @@ def serve_fast(seq, lo, hi, rank, bank, row, bursts, earliest, col_floor, window
             q_tail[gb] = sl
             in_rank[rank[j]] += 1
             pos += 1
-        # the bank heads compete on (key, age): head[gb] = (bank part << AGE_BITS) | age, so a head's
-        # composite key is max(head, floor << AGE_BITS | its age) with floor = max(now, rank ready); a row hit has
-        # bank part NEVER and age 0. One pass over the banks of the ranks in play
-        best = MAX_CYCLE
-        gb_pick = -1
-        for r in range(r_lo, r_hi):
-            if in_rank[r] == 0:
-                continue
-            fl = max(now, rank_ready[r]) << AGE_BITS
-            for u in range(r * nbank, (r + 1) * nbank):
-                h = head[u]
-                c = max(h, fl | (h & AGE_MASK))
-                if c < best:
-                    best = c
-                    gb_pick = u
+        gb_pick = pick_head(head, in_rank, rank_ready, now, r_lo, r_hi, nbank, ub, lim)
         sl = q_head[gb_pick]
         i = s_req[sl]
         e = s_e[sl]
@@ -185,12 +213,14 @@ def serve_fast(seq, lo, hi, rank, bank, row, bursts, earliest, col_floor, window
         if sl < 0:
             head[gb] = EMPTY
         elif open_row[gb] == row[s_req[sl]]:
-            head[gb] = NEVER << AGE_BITS
+            head[gb] = HIT << AGE_BITS
         else:
             head[gb] = (max(s_e[sl], ready_t[gb]) << AGE_BITS) | (s_age[sl] & AGE_MASK)
         served += 1
         finish[i] = tlast + tCL + tBL
         last = max(last, finish[i])
+    if last >= lim >> (AGE_BITS + 1):
+        raise ValueError("fast NMP model: a batch's emulated cycles exceed the packed-key range")
     bus_free[bus] = free
     stats[0] += n_hit
     stats[1] += n_act

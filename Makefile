@@ -8,7 +8,7 @@ STACK  := requirements/$(if $(filter 1,$(GPU)),gpu,cpu).txt
 STAMP  := $(VENV)/.installed-$(if $(filter 1,$(GPU)),gpu,cpu)
 PYTEST_ARGS ?=
 
-.PHONY: setup bench test perf lint clean
+.PHONY: setup bench test perf sample-report lint clean
 COMPARE ?=
 setup: $(STAMP)
 
@@ -30,6 +30,17 @@ test: $(STAMP)
 # pytest-benchmark suite of the hot kernels; COMPARE=NNNN compares with a saved run (fails on a 25% median slowdown)
 perf: $(STAMP)
 	$(PY) -m pytest -q benchmarks/perf --benchmark-only --benchmark-autosave $(if $(COMPARE),--benchmark-compare=$(COMPARE) --benchmark-compare-fail=median:25%)
+
+# The sample report committed in results/sample/report: four sweeps and the planner sweep, then the report.
+SWEEP = $(PY) -m benchmarks.run -m output.progress=false output.records=results/sample/records.jsonl
+sample-report: $(STAMP)
+	rm -rf results/sample
+	$(SWEEP) +sweep=backends_workloads hydra.sweep.dir=results/sample/sweep_backends_workloads
+	$(SWEEP) +sweep=pooling_skew hydra.sweep.dir=results/sample/sweep_pooling_skew
+	$(SWEEP) +sweep=cache_skew hydra.sweep.dir=results/sample/sweep_cache_skew
+	$(SWEEP) +sweep=nmp_ranks hydra.sweep.dir=results/sample/sweep_nmp_ranks
+	$(PY) -m benchmarks.sweep plans conf/plan_sweep/planners_ranks.yaml --out results/sample/records.jsonl
+	$(PY) -m benchmarks.report results/sample/records.jsonl --out results/sample/report
 
 lint: $(STAMP)
 	$(PY) -m ruff check embedding sharding benchmarks tests

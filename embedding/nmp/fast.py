@@ -53,12 +53,13 @@ def _counters(stats: np.ndarray) -> tuple[int, int, int, int]:
     return int(s[0]), int(s[1]), int(s[2]), int(s[3])
 
 
-def emulate_host_fast(cfg: NmpConfig, d: DecodedLookups, poolings: np.ndarray) -> ModeResult:
-    """Host baseline: poolings in id order per channel, every burst over the channel data bus."""
+def emulate_host_fast(cfg: NmpConfig, d: DecodedLookups, poolings: np.ndarray,
+                      pairs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> ModeResult:
+    """Host baseline: poolings in id order per channel, every burst over the channel data bus.
+    pairs: fast_plan.pair_order's result for (d.channel, poolings) if already computed."""
     g = cfg.geometry
     n = d.row.size
-    span = int(poolings.max(initial=0)) + 1
-    order, _, _ = pair_order(d.channel, poolings, span, g.channels)
+    order = (pairs or _pairs(cfg, d, poolings))[0]
     starts = np.searchsorted(d.channel[order], np.arange(g.channels + 1)).astype(np.int64)
     tp = np.asarray(cfg.timings.as_array(), np.int64)
     stats = np.zeros((g.channels, 4), np.int64)
@@ -68,6 +69,11 @@ def emulate_host_fast(cfg: NmpConfig, d: DecodedLookups, poolings: np.ndarray) -
     return ModeResult(lookups=n, cycles=int(cycles.max(initial=0)), channel_data_bytes=float(rd * BURST_BYTES),
                       channel_cmd_bytes=(acts + rd + pre) * cfg.ca_bits_per_command / 8,
                       dram_bytes=float(rd * BURST_BYTES), acts=acts, precharges=pre, dram_accesses=n, row_hits=hits)
+
+
+def _pairs(cfg: NmpConfig, d: DecodedLookups, poolings: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """fast_plan.pair_order of the lookups: (order, pair_of, pairs); span = largest pooling id + 1."""
+    return pair_order(d.channel, poolings, int(poolings.max(initial=0)) + 1, cfg.geometry.channels)
 
 
 def _pair_sequence(cfg: NmpConfig, pairs: np.ndarray, pair_channel: np.ndarray, first: np.ndarray,
@@ -89,17 +95,21 @@ def _pair_sequence(cfg: NmpConfig, pairs: np.ndarray, pair_channel: np.ndarray, 
 
 
 def emulate_nmp_fast(cfg: NmpConfig, d: DecodedLookups, tables: np.ndarray, poolings: np.ndarray,
-                     row_bytes: np.ndarray, cache: RankCache) -> ModeResult:
-    """Near-memory pooling with execute.emulate_nmp's packets, send order and RankCache; fast DRAM timing."""
+                     row_bytes: np.ndarray, cache: RankCache,
+                     pairs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> ModeResult:
+    """Near-memory pooling with execute.emulate_nmp's packets, send order and RankCache; fast DRAM timing.
+    pairs: fast_plan.pair_order's result for (d.channel, poolings) if already computed (unused by TensorDIMM,
+    which splits the lookups first)."""
     g = cfg.geometry
     rpc = g.ranks_per_channel
     lookups = int(d.row.size)
     sends_inst = np.ones(lookups, np.bool_)
     if cfg.mode == "tensordimm":
         d, tables, poolings, sends_inst = _tensordimm_split(cfg, d, tables, poolings)
+        pairs = None
     n = d.row.size
     span = int(poolings.max()) + 1
-    order, pair_of, pairs = pair_order(d.channel, poolings, span, g.channels)
+    order, pair_of, pairs = pairs or _pairs(cfg, d, poolings)
     pair_channel = pairs // span
     first = order[np.searchsorted(pair_of[order], np.arange(pairs.size))]  # lowest lookup index of each pair
     seq = _pair_sequence(cfg, pairs, pair_channel, first, d, tables, poolings)
@@ -137,9 +147,10 @@ def emulate_batch_fast(cfg: NmpConfig, stream: LookupStream, cache: RankCache | 
                        ) -> dict[str, ModeResult]:
     """execute.emulate_batch at the fast fidelity level."""
     d = map_lookups_fast(cfg, stream)
-    out = {"host": emulate_host_fast(cfg, d, stream.poolings)}
+    pairs = _pairs(cfg, d, stream.poolings)  # one sort serves both modes
+    out = {"host": emulate_host_fast(cfg, d, stream.poolings, pairs)}
     if cfg.mode != "host" and stream.num_lookups:
         if cache is None:
             cache = RankCache.for_config(cfg, stream.row_bytes)
-        out["nmp"] = emulate_nmp_fast(cfg, d, stream.tables, stream.poolings, stream.row_bytes, cache)
+        out["nmp"] = emulate_nmp_fast(cfg, d, stream.tables, stream.poolings, stream.row_bytes, cache, pairs)
     return out

@@ -72,15 +72,13 @@ class LowerBound:
                 "largest_piece_s": self.largest_piece, "latency_s": self.latency}
 
 
-def _table_terms(cost: CostModel | TorchRecCostModel, name: str, allow_dp: bool = True) -> tuple[float, float]:
-    """(least total work, least largest-shard cost) of a table, all in the fast tier."""
+def _table_terms(cost: CostModel | TorchRecCostModel, name: str) -> tuple[float, float, float, float]:
+    """(least total work, least largest-shard cost) of a table, all in the fast tier, with data-parallel allowed
+    and then without it (one pricing pass for both)."""
     t, topo = cost.tables[name], cost.topology
     fast, w, h = topo.fast.name, topo.world_size, min(topo.ranks_per_host, topo.world_size)
     tw = cost.shard_cost(t, TW, t.rows, t.dim, fast).total
     work, piece = tw, tw
-    if w > 1 and allow_dp:
-        dp = cost.shard_cost(t, DP, t.rows, t.dim, fast).total
-        work, piece = min(work, dp * w), min(piece, dp)
     for k in [k for k in column_splits(t.dim) if k <= w]:
         c = cost.shard_cost(t, CW, t.rows, t.dim // k, fast).total
         work, piece = min(work, c * k), min(piece, c)
@@ -88,7 +86,11 @@ def _table_terms(cost: CostModel | TorchRecCostModel, name: str, allow_dp: bool 
         if n >= 1:
             cs = [(cost.shard_cost(t, st, r, t.dim, fast).total, k) for r, k in row_sizes(t.rows, n)]
             work, piece = min(work, sum(c * k for c, k in cs)), min(piece, max(c for c, _ in cs))
-    return work, piece
+    work_dp, piece_dp = work, piece
+    if w > 1:
+        dp = cost.shard_cost(t, DP, t.rows, t.dim, fast).total
+        work_dp, piece_dp = min(work, dp * w), min(piece, dp)
+    return work_dp, piece_dp, work, piece
 
 
 def _hull_segments(xs: np.ndarray, ys: np.ndarray) -> list[tuple[float, float]]:
@@ -280,14 +282,15 @@ def lower_bound(cost: CostModel | TorchRecCostModel, relax: bool = True) -> Lowe
     the two cases, each with its own work terms."""
     topo, wl = cost.topology, cost.workload
     w = topo.world_size
-    terms = [_table_terms(cost, t.name) for t in wl.tables]
+    all_terms = [_table_terms(cost, t.name) for t in wl.tables]
+    terms = [(a, b) for a, b, _, _ in all_terms]
     if isinstance(cost, TorchRecCostModel):
         return LowerBound(sum(a for a, _ in terms) / w, 0.0, max(b for _, b in terms), w, 0.0)
     penalty = _tier_penalty(cost)
     lat = topo.collective_link(w > topo.ranks_per_host).latency if w > 1 else 0.0
     with_dp = LowerBound(sum(a for a, _ in terms) / w, penalty, max(b for _, b in terms), w,
                          lat * (1 if wl.train else 0))
-    no_dp_terms = [_table_terms(cost, t.name, allow_dp=False) for t in wl.tables]
+    no_dp_terms = [(c, d) for _, _, c, d in all_terms]
     no_dp = LowerBound(sum(a for a, _ in no_dp_terms) / w, penalty, max(b for _, b in no_dp_terms), w,
                        lat * (2 if wl.train else 1))
     simple = min(with_dp, no_dp, key=lambda b: b.value)

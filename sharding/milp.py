@@ -56,7 +56,7 @@ def milp_refine(builder: Builder, incumbent: ShardingPlan, time_limit: float, ma
                 node_limit: int = 500) -> tuple[ShardingPlan | None, MilpStats]:
     """(a better plan or None, stats)."""
     t0 = time.perf_counter()
-    stats = MilpStats(incumbent=_objective(builder, incumbent))
+    stats = MilpStats()
     topo, tables = builder.topo, builder.cost.workload.tables
     W, H, hosts = topo.world_size, min(topo.ranks_per_host, topo.world_size), topo.num_hosts
     tiers = [t.name for t in topo.tiers]
@@ -66,6 +66,7 @@ def milp_refine(builder: Builder, incumbent: ShardingPlan, time_limit: float, ma
     if stats.binaries > max_binaries:
         stats.wall_s = time.perf_counter() - t0
         return None, stats
+    stats.incumbent = _objective(builder, incumbent)  # only when the MILP runs: pricing a plan twice is not free
     # option: (table index, st, k, per-variable list of [(rank, vec, mem)] ) ; a variable picks one placement
     cols: list[tuple[int, ShardingType, int, list[tuple[int, np.ndarray, dict[str, float]]]]] = []
     count: list[tuple[int, int, int, int]] = []  # per TW/CW option: (option id, first variable, k, table index)

@@ -11,7 +11,9 @@ refinement for small instances, and a final choice that never loses to a baselin
    of a table's ids); one too big for μ of a rank's memory likewise, else row-wise over all ranks.
 4. Packing: fixed shards (RW, DP) first, TWRW groups onto the host with the least J, then pieces by descending
    dominant share onto the rank with the least (J, …); then moves and swaps off the ranks holding a row's maximum,
-   priced exactly in O(K) per target from each row's top 3. Iteration budgets (not the clock) end every step.
+   priced exactly in O(K) per target from each row's top 3; then sharding-type moves (`sharding.pack.retype`):
+   a hot rank's largest table-wise pieces re-cut CW(k)/TWRW/DP (or CW merged back to TW) when that improves J,
+   and the moves and swaps again. Iteration budgets (not the clock) end every step.
 5. Small instances (≤ `MILP_MAX_VARS` binaries): a MILP with the same objective (HiGHS, node-limited).
 6. The greedy baselines' plans, polished by the same search, are candidates too. Among candidates no worse than
    every baseline on both models, the pick is the least cost by our model among those within `TREC_SLACK` of

@@ -74,6 +74,12 @@ def _bars(ax: plt.Axes, groups: dict[str, dict[str, float]], ylabel: str) -> Non
     ax.legend(fontsize=7)
 
 
+def _workload_label(w: dict) -> str:
+    """Name plus what a sweep may have changed under the same name: lookups per sample, row cap, mode."""
+    cap = f"\nrows ≤ {w['row_cap']:,}" if w.get("row_cap") else ""
+    return f"{w['name']}\nL={w['lookups_per_sample']:g}{cap}\n{w.get('mode', 'inference')}"
+
+
 def plot_backends(records: list[dict], axes: list[plt.Axes]) -> str | None:
     recs = [r for r in records if r["kind"] == "lookup" and _m(r, "samples_per_s")]
     if not recs:
@@ -81,9 +87,10 @@ def plot_backends(records: list[dict], axes: list[plt.Axes]) -> str | None:
     for ax, (name, label) in zip(axes, [("samples_per_s", "samples/s"), ("effective_bw", "effective GB/s")],
                                  strict=True):
         groups: dict[str, dict[str, float]] = defaultdict(dict)
-        for r in recs:  # the latest record of each (backend, workload) wins: records are in time order
-            groups[f"{r['backend']} {r.get('precision', '')}"][r["workload"]["name"]] = _m(r, name)["value"]
+        for r in recs:  # the latest record of each (backend, workload shape) wins: records are in time order
+            groups[f"{r['backend']} {r.get('precision', '')}"][_workload_label(r["workload"])] = _m(r, name)["value"]
         _bars(ax, groups, label)
+        ax.tick_params(axis="x", labelsize=7)
         ax.set_title(f"{label} by backend and workload (median of timed calls)", fontsize=9)
     return _caption(recs, _m(recs[-1], "effective_bw")["method"])
 

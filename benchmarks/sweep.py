@@ -311,7 +311,7 @@ def plan_records(tables: str, hardware: str, optimizers: Sequence[str], ranks: S
 
     wl = PlanWorkload(load_tables(tables), batch_size, mode)
     run_id, env, sha = new_run_id(), environment(), git_sha()
-    how = "dlrmbench cost model (sharding.cost): slowest rank's fwd+bwd compute + comms + latency"
+    how = "dlrmbench cost model (sharding.cost): step time as CostModel.plan_cost assembles it (collectives + fixed stage costs + slowest forward, backward and optimizer)"
     out = []
     for n in ranks:
         topo = load_topology(hardware, n)
@@ -380,3 +380,7 @@ def main(argv: list[str]) -> int:
     except Exception as e:
         print(f"dlrmbench sweep: error: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -9,7 +9,7 @@ from embedding.cache.mrc import lru_mrc, miss_rate_at
 from embedding.generate import generate_batches
 from embedding.spec import AccessSpec, PoolingSpec, TableSpec, WorkloadSpec
 from sharding import BASELINES, CostModel, PlanError, PlanWorkload, lower_bound, optimize, validate_plan
-from sharding.optimizer import OptimizeStats
+from sharding.optimizer import TREC_FIRST, TREC_SLACK, OptimizeStats
 from sharding.torchrec_adapter import torchrec_estimate
 from sharding.trec_cost import TorchRecCostModel
 from tests.sharding.conftest import tables, topologies, topology
@@ -50,6 +50,19 @@ def test_ours_is_no_worse_than_any_baseline_on_either_model(ts, topo) -> None:
                 continue
             assert cost.plan_cost(ours) <= cost.plan_cost(base) * (1 + 1e-9), name
             assert trec.plan_cost(ours) <= trec.plan_cost(base) * (1 + 1e-9), name
+        _check_final_pick(stats, cost.plan_cost(ours), trec.plan_cost(ours))
+
+
+def _check_final_pick(stats: OptimizeStats, ours_s: float, trec_s: float) -> None:
+    """The chosen plan is the best TorchRec rating among the qualifying candidates when that costs ≤ TREC_FIRST
+    by our model, else within TREC_SLACK of it; qualifying = no worse than every baseline on both models."""
+    tol = 1 + 1e-9
+    refs = [(a, b) for lab, a, b in stats.candidates if lab in BASELINES]
+    good = [(a, b) for _, a, b in stats.candidates if all(a <= x * tol and b <= y * tol for x, y in refs)]
+    top = min(good, key=lambda c: (c[1], c[0]))
+    assert trec_s <= top[1] * TREC_SLACK * tol
+    if top[0] <= min(a for a, _ in good) * TREC_FIRST:
+        assert trec_s <= top[1] * tol and ours_s <= top[0] * tol
 
 
 def test_milp_certifies_or_improves_a_small_instance() -> None:

@@ -55,3 +55,23 @@ def test_ours_plans_the_856_table_set_on_128_ranks_in_about_a_second() -> None:
     # the step as plan_cost charges it (collectives paid at their busiest rank, slowest phases): ≈ 1.22 × the bound
     # now (1.63 when the search balanced per-rank sums); target 1.05
     assert cost.plan_cost(plan) <= 1.25 * lower_bound(cost).value
+
+
+def test_torchrec_leaning_packings_lower_torchrecs_rating_on_the_100_table_set() -> None:
+    """On ≤ ATTEMPT_TABLES tables, packings weighting TorchRec's term more are candidates; the pick obeys the rule
+    (best TorchRec rating when ≤ TREC_FIRST by ours, else within TREC_SLACK) and rates no worse by TorchRec than
+    the plain joint packing, at no more than TREC_FIRST by our model."""
+    from sharding import load_topology
+    from sharding.optimizer import OptimizeStats
+    from sharding.tablesets import load_tables
+    from sharding.trec_cost import TorchRecCostModel
+    from tests.sharding.test_exact_and_cache import _check_final_pick
+    wl = PlanWorkload(load_tables("random:100:1"), 512)
+    topo = load_topology("dgx_h100_x2", 16)
+    stats = OptimizeStats()
+    plan = optimize(wl, topo, stats=stats)
+    ours, trec = CostModel(wl, topo).plan_cost(plan), TorchRecCostModel(wl, topo).plan_cost(plan)
+    assert any("TorchRec×" in lab for lab, _, _ in stats.candidates)
+    _check_final_pick(stats, ours, trec)
+    plain = next(c for c in stats.candidates if c[0].startswith("pack θ"))
+    assert trec < plain[2] and ours <= plain[1] * 1.02

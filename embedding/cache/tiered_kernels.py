@@ -117,7 +117,9 @@ def _evict(s, slot_of_row, row_of_slot, dirty, wb_rows, wb_slots, w):
 
 
 @njit(cache=True)
-def _lru_admit(idx, slot_of_row, row_of_slot, pin, dirty, touch_last, prev, nxt, st):
+def _admit_begin(idx, slot_of_row, row_of_slot, pin, touch_last, st):
+    """Phase 1 (scan the batch: hits, distinct misses, pins) and the start of phase 2 (misses take free slots),
+    the same for every policy. Free slots are filled only when the scan succeeded."""
     n = idx.size
     cap = row_of_slot.size
     st[STAMP] += 1
@@ -130,13 +132,23 @@ def _lru_admit(idx, slot_of_row, row_of_slot, pin, dirty, touch_last, prev, nxt,
     wb_rows = np.empty(n, np.int64)
     wb_slots = np.empty(n, np.int64)
     status, detail, m = _scan(idx, slot_of_row, pin, touch_last, stamp, cap, slots, miss_rows, miss_last, miss_cnt)
+    free = 0
+    if status == OK:
+        free = min(m, cap - st[FILLED])
+        for k in range(free):
+            _assign(k, st[FILLED] + k, slot_of_row, row_of_slot, pin, stamp, miss_rows, miss_slots)
+        st[FILLED] += free
+    return status, detail, m, free, stamp, slots, miss_rows, miss_slots, miss_last, miss_cnt, wb_rows, wb_slots
+
+
+@njit(cache=True)
+def _lru_admit(idx, slot_of_row, row_of_slot, pin, dirty, touch_last, prev, nxt, st):
+    (status, detail, m, free, stamp, slots, miss_rows, miss_slots, miss_last, miss_cnt, wb_rows,
+     wb_slots) = _admit_begin(idx, slot_of_row, row_of_slot, pin, touch_last, st)
     if status != OK:
         return status, detail, slots[:0], miss_rows[:0], miss_slots[:0], wb_rows[:0], wb_slots[:0]
-    # phase 2: misses take free slots, then the least recent rows that the batch does not use, in order
-    free = min(m, cap - st[FILLED])
-    for k in range(free):
-        _assign(k, st[FILLED] + k, slot_of_row, row_of_slot, pin, stamp, miss_rows, miss_slots)
-    st[FILLED] += free
+    n = idx.size
+    # phase 2, continued: evict the least recent rows that the batch does not use, in order
     w = 0
     v = st[TAIL]
     for k in range(free, m):
@@ -210,25 +222,13 @@ def _heap_pop(hs, hf, ht, size):
 
 @njit(cache=True)
 def _lfu_admit(idx, slot_of_row, row_of_slot, pin, dirty, touch_last, freq, last, hs, hf, ht, st):
-    n = idx.size
-    cap = row_of_slot.size
-    st[STAMP] += 1
-    stamp = st[STAMP]
-    slots = np.empty(n, np.int64)
-    miss_rows = np.empty(n, np.int64)
-    miss_slots = np.empty(n, np.int64)
-    miss_last = np.empty(n, np.int64)
-    miss_cnt = np.empty(n, np.int64)
-    wb_rows = np.empty(n, np.int64)
-    wb_slots = np.empty(n, np.int64)
-    status, detail, m = _scan(idx, slot_of_row, pin, touch_last, stamp, cap, slots, miss_rows, miss_last, miss_cnt)
+    (status, detail, m, free, stamp, slots, miss_rows, miss_slots, miss_last, miss_cnt, wb_rows,
+     wb_slots) = _admit_begin(idx, slot_of_row, row_of_slot, pin, touch_last, st)
     if status != OK:
         return status, detail, slots[:0], miss_rows[:0], miss_slots[:0], wb_rows[:0], wb_slots[:0]
-    # phase 2: misses take free slots, then the smallest (count, last lookup) rows the batch does not use
-    free = min(m, cap - st[FILLED])
-    for k in range(free):
-        _assign(k, st[FILLED] + k, slot_of_row, row_of_slot, pin, stamp, miss_rows, miss_slots)
-    st[FILLED] += free
+    n = idx.size
+    cap = row_of_slot.size
+    # phase 2, continued: evict the smallest (count, last lookup) rows the batch does not use
     deferred = np.empty(min(n, cap), np.int64)  # pinned slots taken off the heap during this batch
     d = 0
     size = st[HEAP]

@@ -26,12 +26,12 @@ def _trace(argv: list[str]) -> int:
         return 2
     try:
         if argv[0] == "stats":
-            from embedding.traces import load_trace, trace_statistics
+            from embedding.traces import load_trace, rows_per_table, trace_statistics
 
             trace = load_trace(argv[1])
-            stats = trace_statistics([trace.as_batch()], trace.num_tables)
+            stats = trace_statistics([trace], trace.num_tables)
             print(json.dumps({"file": argv[1], "tables": trace.num_tables, "batch_size": trace.batch_size,
-                              "rows_per_table": trace.rows_per_table().tolist(), **stats}, indent=1))
+                              "rows_per_table": rows_per_table(trace).tolist(), **stats}, indent=1))
             return 0
         import numpy as np
 

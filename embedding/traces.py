@@ -10,7 +10,6 @@ import gzip
 import os
 import tempfile
 import zlib
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -19,39 +18,21 @@ import torch
 from .batch import Batch
 from .spec import AccessSpec, PoolingSpec, SpecError, TableSpec, WorkloadSpec
 
-__all__ = ["Trace", "TraceError", "load_trace", "save_trace", "trace_batches", "workload_from_trace",
-           "trace_statistics"]
+__all__ = ["TraceError", "load_trace", "rows_per_table", "save_trace", "trace_batches", "trace_statistics",
+           "validate_trace", "workload_from_trace"]
 
 
 class TraceError(SpecError):
     """A trace file that cannot be read or is inconsistent; the message names the file and the problem."""
 
 
-@dataclass(frozen=True)
-class Trace:
-    indices: np.ndarray  # (N,) int64
-    offsets: np.ndarray  # (T·B + 1,) int64
-    lengths: np.ndarray  # (T, B) int64
-
-    @property
-    def num_tables(self) -> int:
-        return self.lengths.shape[0]
-
-    @property
-    def batch_size(self) -> int:
-        return self.lengths.shape[1]
-
-    def rows_per_table(self) -> np.ndarray:
-        """Max index + 1 of each table (0 for a table with no lookups)."""
-        out = np.zeros(self.num_tables, dtype=np.int64)
-        bounds = self.offsets[:: self.batch_size]
-        for t in range(self.num_tables):
-            seg = self.indices[bounds[t]:bounds[t + 1]]
-            out[t] = int(seg.max()) + 1 if seg.size else 0
-        return out
-
-    def as_batch(self) -> Batch:
-        return Batch(lengths=self.lengths, indices=self.indices)
+def rows_per_table(batch: Batch) -> np.ndarray:
+    """Max index + 1 of each table in a lookup stream (0 for a table with no lookups)."""
+    out = np.zeros(batch.num_tables, dtype=np.int64)
+    for t in range(batch.num_tables):
+        seg = batch.table_indices(t)
+        out[t] = int(seg.max()) + 1 if seg.size else 0
+    return out
 
 
 def _open(path: Path):
@@ -60,8 +41,9 @@ def _open(path: Path):
     return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
 
 
-def load_trace(path: str | os.PathLike, rows: list[int] | None = None) -> Trace:
-    """Read and validate a trace; `rows` (one per table) also checks every index is below its table's rows."""
+def load_trace(path: str | os.PathLike, rows: list[int] | None = None) -> Batch:
+    """Read and validate a trace as one Batch of all its samples; `rows` (one per table) also checks every index is
+    below its table's rows. The file's offsets are checked against the lengths, then derived from them again."""
     path = Path(path)
     if not path.is_file():
         raise TraceError(f"trace {path}: no such file")
@@ -75,13 +57,12 @@ def load_trace(path: str | os.PathLike, rows: list[int] | None = None) -> Trace:
     if not (isinstance(obj, (tuple, list)) and len(obj) == 3 and all(isinstance(x, torch.Tensor) for x in obj)):
         raise TraceError(f"trace {path}: expected a tuple (indices, offsets, lengths) of tensors")
     indices, offsets, lengths = (x.numpy().astype(np.int64, copy=False) for x in obj)
-    trace = Trace(indices=indices, offsets=offsets, lengths=lengths)
-    validate_trace(trace, str(path), rows)
-    return trace
+    return validate_trace(indices, offsets, lengths, str(path), rows)
 
 
-def validate_trace(trace: Trace, name: str = "trace", rows: list[int] | None = None) -> None:
-    ind, off, lens = trace.indices, trace.offsets, trace.lengths
+def validate_trace(ind: np.ndarray, off: np.ndarray, lens: np.ndarray, name: str = "trace",
+                   rows: list[int] | None = None) -> Batch:
+    """Check a (indices, offsets, lengths) triple; the Batch it describes, or a TraceError naming the problem."""
     if ind.ndim != 1 or off.ndim != 1 or lens.ndim != 2:
         raise TraceError(f"{name}: shapes indices {ind.shape}, offsets {off.shape}, lengths {lens.shape}; "
                          "expected (N,), (T·B+1,), (T, B)")
@@ -95,14 +76,16 @@ def validate_trace(trace: Trace, name: str = "trace", rows: list[int] | None = N
         raise TraceError(f"{name}: offsets are not the running sums of lengths")
     if ind.size and ind.min() < 0:
         raise TraceError(f"{name}: negative index {int(ind.min())}")
+    batch = Batch(lengths=lens, indices=ind)
     if rows is not None:
-        if len(rows) != trace.num_tables:
-            raise TraceError(f"{name}: {trace.num_tables} tables in the trace, {len(rows)} in the workload")
-        have = trace.rows_per_table()
+        if len(rows) != batch.num_tables:
+            raise TraceError(f"{name}: {batch.num_tables} tables in the trace, {len(rows)} in the workload")
+        have = rows_per_table(batch)
         bad = np.nonzero(have > np.asarray(rows))[0]
         if bad.size:
             t = int(bad[0])
             raise TraceError(f"{name}: table {t} has index {have[t] - 1}, out of range for {rows[t]} rows")
+    return batch
 
 
 def save_trace(path: str | os.PathLike, batch: Batch, compress: bool | None = None) -> None:
@@ -137,7 +120,7 @@ def workload_from_trace(path: str, batch_size: int, num_batches: int = 0, dim: i
     tables = tuple(
         TableSpec(name=f"t{t}", rows=max(1, int(r)), dim=dim,
                   pooling=PoolingSpec("skewed", max(1.0, float(mean_len[t]))), access=AccessSpec("trace"))
-        for t, r in enumerate(trace.rows_per_table()))
+        for t, r in enumerate(rows_per_table(trace)))
     return WorkloadSpec(name=name or Path(path).name, tables=tables, batch_size=batch_size,
                         num_batches=min(num_batches, fit) if num_batches else fit, seed=seed, mode=mode,
                         trace=str(path))
@@ -150,10 +133,11 @@ def trace_batches(spec: WorkloadSpec) -> list[Batch]:
     if spec.num_batches * bs > total:
         raise TraceError(f"trace {spec.trace}: {total} samples, fewer than {spec.num_batches} batches × {bs}")
     rng = np.random.default_rng([spec.seed, 0xDE])
+    offsets = trace.offsets
     out = []
     for b in range(spec.num_batches):
         lo, hi = b * bs, (b + 1) * bs
-        pieces = [trace.indices[trace.offsets[t * total + lo]:trace.offsets[t * total + hi]]
+        pieces = [trace.indices[offsets[t * total + lo]:offsets[t * total + hi]]
                   for t in range(trace.num_tables)]
         out.append(Batch(lengths=np.ascontiguousarray(trace.lengths[:, lo:hi]), indices=np.concatenate(pieces),
                          dense=rng.standard_normal((bs, spec.dense.num_dense_features), dtype=np.float32),

@@ -104,7 +104,8 @@ def execute(cfg: Config) -> list[dict]:
     if cfg.cache.policy != "off":
         from embedding.cache.run import run_cache
 
-        records.append(dict(base, kind="cache", backend=None, metrics=run_cache(cfg.cache, spec, batches)))
+        records.append(dict(base, kind="cache", backend=None, metrics=run_cache(cfg.cache, spec, batches,
+                                                                               cfg.placement.device)))
     if cfg.nmp.enabled:
         from embedding.nmp.run import run_nmp
 

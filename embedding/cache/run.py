@@ -65,8 +65,10 @@ def _stats_metrics(s: TableCacheStats, table: str | None, how: str, prefix: str)
     ]
 
 
-def run_cache(cfg: CacheConfig, spec: WorkloadSpec, batches: Sequence[Batch]) -> list[dict]:
-    """Run the configured cache experiment on the workload's batches; [] when cfg.policy is 'off'."""
+def run_cache(cfg: CacheConfig, spec: WorkloadSpec, batches: Sequence[Batch], device: str = "cpu") -> list[dict]:
+    """Run the configured cache experiment on the workload's batches; [] when cfg.policy is 'off'.
+    `device` (the placement's) holds the fast tier in execute mode: cuda with slow_tier=host is HBM over pinned
+    host memory."""
     if cfg.policy == "off":
         return []
     if not batches:
@@ -87,10 +89,11 @@ def run_cache(cfg: CacheConfig, spec: WorkloadSpec, batches: Sequence[Batch]) ->
                 out.append(_m(name, r.overall.misses, "count", how))
                 out += [_m(name, s.misses, "count", how, s.table) for s in r.tables]
         return out
-    return _execute(cfg, spec, batches, train)
+    return _execute(cfg, spec, batches, train, torch.device(device))
 
 
-def _execute(cfg: CacheConfig, spec: WorkloadSpec, batches: Sequence[Batch], train: bool) -> list[dict]:
+def _execute(cfg: CacheConfig, spec: WorkloadSpec, batches: Sequence[Batch], train: bool,
+             device: torch.device) -> list[dict]:
     """Cached execution: one TieredEmbeddingBag per table (or one over all tables if shared)."""
     tables = spec.tables
     sim = simulate_report(cfg, tables, batches, train)
@@ -100,13 +103,13 @@ def _execute(cfg: CacheConfig, spec: WorkloadSpec, batches: Sequence[Batch], tra
         if len({t.dim for t in tables}) != 1:
             raise CacheInputError("shared cached execution needs one dim for all tables")
         weights = rng.standard_normal((sum(t.rows for t in tables), tables[0].dim), dtype=np.float32)
-        mods = [TieredEmbeddingBag(weights, caps[0], cfg.policy, slow=cfg.slow_tier)]
+        mods = [TieredEmbeddingBag(weights, caps[0], cfg.policy, slow=cfg.slow_tier, device=device)]
         keys = [shared_stream([b], tables)[0] for b in batches]
         offs = [np.concatenate([[0], np.cumsum(b.lengths.ravel())]) for b in batches]
         inputs = [[(torch.from_numpy(k), torch.from_numpy(o))] for k, o in zip(keys, offs, strict=True)]
     else:
         mods = [TieredEmbeddingBag(rng.standard_normal((t.rows, t.dim), dtype=np.float32), c, cfg.policy,
-                                   slow=cfg.slow_tier)
+                                   slow=cfg.slow_tier, device=device)
                 for t, c in zip(tables, caps, strict=True)]
         inputs = [[(torch.from_numpy(b.table_indices(t).astype(np.int64)),
                     torch.from_numpy(np.concatenate([[0], np.cumsum(b.lengths[t])])))
@@ -121,10 +124,12 @@ def _execute(cfg: CacheConfig, spec: WorkloadSpec, batches: Sequence[Batch], tra
                     mod.apply_gradients()
         for mod in mods:
             mod.flush()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
         elapsed = time.perf_counter() - t0
         lookups = sum(m.lookups for m in mods)
         hits = sum(m.hits for m in mods)
-        how = (f"measured: TieredEmbeddingBag ({cfg.policy}, slow tier {cfg.slow_tier}) over {len(batches)} batches, "
+        how = (f"measured: TieredEmbeddingBag ({cfg.policy}, fast tier on {device.type}, slow tier {cfg.slow_tier}) over {len(batches)} batches, "
                f"{'forward+backward+update' if train else 'forward'}, one pass incl. final flush")
         res = [
             _m("lookup_throughput", lookups / elapsed, "lookups/s", how + "; lookups / wall time"),

@@ -32,6 +32,7 @@ step tests 150 $PY -m pytest -q -p no:cacheprovider tests/foundation/test_backen
 step device_bw 150 $PY -m benchmarks.device_bw --rows $ROWS --out "$OUT/device_bw.yaml"
 step gpu_inference 90 "${RUN[@]}" placement=$GPU backend=torch
 step gpu_train 90 "${RUN[@]}" placement=$GPU backend=torch workload.mode=train
+step gpu_inference_b64k 120 "${RUN[@]}" placement=$GPU backend=torch workload.batch_size=65536
 step hybrid 90 "${RUN[@]}" placement=$HYB backend=torch
 step cache_exec 90 "${RUN[@]}" placement=$GPU backend=none workload=smoke cache=lru_execute cache.slow_tier=host \
   workload.num_batches=50

@@ -104,12 +104,16 @@ def harness_overhead(backend: LookupBackend, inputs: list, train: bool, batch_si
     `calls` calls) as a share of the backend's median call: deterministic up to clock noise.
     harness_overhead_ab: wall time of time_calls against a bare loop calling the backend directly, alternated
     `rounds` times, median ratio − 1: includes everything, but on a shared machine its spread is machine noise.
+    On a GPU both loops are synchronised before the clock starts and before it stops (wall time of the whole work,
+    not of the launches); the harness's CPU cost overlaps GPU work there, so the first figure is an upper bound.
     """
+    sync = (lambda: torch.cuda.synchronize(backend.device)) if backend.device.type == "cuda" else (lambda: None)
     fn = _step_fn(backend, inputs, train, batch_size)
     n = len(inputs)
     grad = torch.randn(batch_size, sum(backend.dims)).to(backend.device) if train else None
     ratios, kernel = [], []
     for _ in range(rounds):
+        sync()
         t0 = time.perf_counter()
         if train:
             for k in range(calls):
@@ -118,6 +122,7 @@ def harness_overhead(backend: LookupBackend, inputs: list, train: bool, batch_si
             with torch.no_grad():
                 for k in range(calls):
                     backend.forward(inputs[k % n])
+        sync()
         bare = time.perf_counter() - t0
         t0 = time.perf_counter()
         with torch.set_grad_enabled(train):

@@ -49,6 +49,8 @@ class TieredEmbeddingBag(torch.nn.Module):
         self.cache = torch.nn.Parameter(torch.zeros(cache_rows, dim, device=self.device))
         self.cache_momentum = torch.zeros(cache_rows, device=self.device)
         self.lookups = self.hits = self.misses = self.rows_written_back = 0
+        self._staging: torch.Tensor | None = None  # pinned host rows on their way to a GPU fast tier
+        self._staged: torch.cuda.Event | None = None
 
     @property
     def row_bytes(self) -> int:
@@ -86,11 +88,19 @@ class TieredEmbeddingBag(torch.nn.Module):
                 self.cache_momentum.numpy()[slots] = self.slow.momentum[rows]
             return
         slots_t = torch.from_numpy(slots).to(self.device)
-        w = self.slow.read(rows)
-        w = w.pin_memory() if torch.cuda.is_available() else w
-        self.cache.index_copy_(0, slots_t, w.to(self.device, non_blocking=True))
-        m = torch.from_numpy(self.slow.momentum[rows])
-        self.cache_momentum.index_copy_(0, slots_t, m.to(self.device, non_blocking=True))
+        n = rows.size
+        if self._staging is None or self._staging.shape[0] < n:  # one pinned buffer, grown, reused every batch
+            self._staging = torch.empty(max(n, 2 * (0 if self._staging is None else self._staging.shape[0])),
+                                        self.dim, pin_memory=torch.cuda.is_available())
+        elif self._staged is not None:
+            self._staged.synchronize()  # the previous batch's copy out of the buffer has finished
+        self.slow.read_into(rows, self._staging.numpy(), np.arange(n))
+        self.cache.index_copy_(0, slots_t, self._staging[:n].to(self.device, non_blocking=True))
+        self._staged = torch.cuda.Event()
+        self._staged.record()
+        if self.optimizer == "rowwise_adagrad":
+            m = torch.from_numpy(self.slow.momentum[rows])
+            self.cache_momentum.index_copy_(0, slots_t, m.to(self.device))
 
     @torch.no_grad()
     def _write_back(self, rows: np.ndarray, slots: np.ndarray) -> None:
@@ -101,7 +111,8 @@ class TieredEmbeddingBag(torch.nn.Module):
         else:
             slots_t = torch.from_numpy(slots).to(self.device)
             self.slow.write(rows, self.cache.index_select(0, slots_t).cpu())
-            self.slow.momentum[rows] = self.cache_momentum.index_select(0, slots_t).cpu().numpy()
+            if self.optimizer == "rowwise_adagrad":
+                self.slow.momentum[rows] = self.cache_momentum.index_select(0, slots_t).cpu().numpy()
         self.rows_written_back += rows.size
 
     @torch.no_grad()

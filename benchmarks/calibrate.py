@@ -24,6 +24,9 @@ Runs as a job of N local ranks (gloo/CPU), every rank measuring at once as ranks
                      the tiny plan's) -> `Topology.stage_bandwidth`. TorchRec's stages get far less per byte than
                      bare gloo calls or a lone TBE (KJT permutes and bucketizing, both ranks' kernels at once).
                      Tiny and larger plans run interleaved over `--rounds` rounds; medians over steps and rounds.
+  step overhead      per tiny plan, its uninstrumented step median − the sum of its stage medians (max over ranks):
+                     what a step spends outside the embedding stages (loss, the dense part's backward, zero_grad,
+                     the framework between stages); median over the tiny plans -> `Topology.step_overhead`.
 All timings are medians, as the validation reports.
 None of these is one of the plans `benchmarks.validate_cost` validates.
 """
@@ -42,7 +45,8 @@ from typing import Any
 import numpy as np
 import yaml
 
-__all__ = ["main", "fit_bandwidth", "fit_latency_bandwidth", "stage_overheads", "stage_bandwidths", "OVERHEAD_PLANS"]
+__all__ = ["main", "fit_bandwidth", "fit_latency_bandwidth", "stage_overheads", "stage_bandwidths", "step_overhead",
+           "OVERHEAD_PLANS"]
 
 DIMS = (16, 64, 128)
 ACCESS = ("uniform", "zipf")
@@ -209,11 +213,20 @@ def _stage_times(world: int, repeats: int, rounds: int) -> tuple[dict[str, dict[
                 nbytes[key] = CostModel(case.workload, topo).stage_seconds(case.plan).get(kind, {})
             res = run_case(case, torch.device("cpu"), tempfile.gettempdir())
             gathered: list[Any] = [None] * world
-            dist.all_gather_object(gathered, {k: float(np.median(v)) for k, v in res["stages"].items()})
-            seen.setdefault(key, []).append({k: max(g[k] for g in gathered) for k in STAGE_KEYS})
+            mine = {k: float(np.median(v)) for k, v in res["stages"].items()}
+            dist.all_gather_object(gathered, dict(mine, step=float(np.median(res["step_s"]))))
+            seen.setdefault(key, []).append({k: max(g[k] for g in gathered) for k in (*STAGE_KEYS, "step")})
     times = {key: {k: float(np.median([r[k] for r in runs])) for k in STAGE_KEYS} for key, runs in seen.items()}
-    spread = {key: {k: [round(r[k], 6) for r in runs] for k in STAGE_KEYS} for key, runs in seen.items()}
-    return times, {"bytes": nbytes, "rounds": spread}  # type: ignore[dict-item]
+    steps = {key: float(np.median([r["step"] for r in runs])) for key, runs in seen.items()}
+    spread = {key: {k: [round(r[k], 6) for r in runs] for k in (*STAGE_KEYS, "step")} for key, runs in seen.items()}
+    return times, {"bytes": nbytes, "rounds": spread, "steps": steps}  # type: ignore[dict-item]
+
+
+def step_overhead(times: dict[str, dict[str, float]], steps: dict[str, float]) -> float:
+    """Seconds per step outside the embedding stages: median over the tiny plans of max(0, step − Σ stages)
+    (the dense part's backward, loss, zero_grad and the framework between stages; bytes ≈ 0)."""
+    gaps = [max(0.0, steps[k] - sum(times[k].values())) for k in OVERHEAD_PLANS if k in steps and k in times]
+    return float(np.median(gaps)) if gaps else 0.0
 
 
 def stage_overheads(times: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
@@ -286,6 +299,7 @@ def write_yaml(out: str, lookups: list[list[dict]], comm: dict[str, list[dict]],
     opt_call_s, opt_bw = _fit_points(dense, "bytes", "secs")
     overhead = stage_overheads(stage)
     stage_bw = stage_bandwidths(stage, stage_bytes["bytes"])
+    other = step_overhead(stage, stage_bytes.get("steps", {}))
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     date = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     host = socket.gethostname()
@@ -310,7 +324,10 @@ def write_yaml(out: str, lookups: list[list[dict]], comm: dict[str, list[dict]],
         "stage_overhead": overhead,
         "optimizer_bandwidth": opt_bw,
         "stage_bandwidth": stage_bw,
+        "step_overhead": other,
         "sources": {"provenance": how, "date": date,
+                    "step_overhead": "median over the tiny plans of (uninstrumented step median − the sum of its "
+                                     "stage medians, max over ranks): loss, dense backward, framework",
                     "bwd_compute_multiplier": "slope of TBE (fwd+bwd with fused row-wise Adagrad − fwd) time over "
                                               "bytes / slope of fwd time, same grid "
                                               f"(backward per-call cost {bwd_call_s * 1e6:.0f} µs)",
@@ -325,7 +342,8 @@ def write_yaml(out: str, lookups: list[list[dict]], comm: dict[str, list[dict]],
                                            f"on dense (rows, 64) fp32 tables (c = {opt_call_s * 1e6:.0f} µs)"},
         "calibration": {"lookups": pts, "collectives": comm, "dense_optimizer": dense,
                         "torchrec_stages_s": stage, "torchrec_stage_bytes": stage_bytes["bytes"],
-                        "torchrec_stage_rounds_s": stage_bytes["rounds"]},
+                        "torchrec_stage_rounds_s": stage_bytes["rounds"],
+                        "torchrec_step_s": stage_bytes.get("steps", {})},
     }
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -338,7 +356,7 @@ def write_yaml(out: str, lookups: list[list[dict]], comm: dict[str, list[dict]],
     print(f"lookup bandwidth {bw / 1e9:.2f} GB/s, backward multiplier {mult:.2f}, dense optimizer "
           f"{opt_bw / 1e9:.2f} GB/s, gloo " + ", ".join(f"{op} {lat * 1e6:.0f} µs + {b / 1e9:.2f} GB/s"
                                                    for op, (lat, b) in links.items())
-          + f"; fixed per step of a TW plan {fixed * 1e3:.2f} ms -> {path}")
+          + f"; fixed per step of a TW plan {fixed * 1e3:.2f} ms, outside the stages {other * 1e3:.2f} ms -> {path}")
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -94,7 +94,7 @@ def _ours_rank(record: dict, rank: int) -> float | None:
     if rank >= len(per):
         return None
     r = per[rank]
-    return 1e3 * float(r.get("elapsed_s", r["total_s"]))
+    return 1e3 * (float(r.get("elapsed_s", r["total_s"])) - float(r.get("other_s", 0.0)))  # embedding stages
 
 
 def merge_rounds(rounds: list[list[dict]]) -> list[dict]:

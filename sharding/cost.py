@@ -24,7 +24,8 @@ with a calibrated `Topology.stage_overhead` (bytes ≈ 0 microbenchmarks), "base
 present, its communication stages on every rank and its lookup stages on the ranks holding its shards;
 without one (GPU presets), one op latency per collective call (`COLLECTIVE_CALLS`). Ranks meet at each
 collective, so the step = collectives + fixed + max over ranks of the forward lookups + max of the backward
-lookups + max of the optimizer; a rank's `wait` is the step minus its own work.
+lookups + max of the optimizer + `Topology.step_overhead` (the step outside the embedding stages: loss, dense
+backward, framework); a rank's `wait` is the step minus its own work and that overhead.
 `shard_cost` (what the optimizer adds up per rank) keeps the per-shard bytes terms of each part.
 """
 from __future__ import annotations
@@ -97,7 +98,8 @@ class ShardCost:
 class RankCost:
     """One rank's step: its own lookups and optimizer, the collectives it joins (the same for every rank),
     fixed per-call costs (`latency`: collectives, `overhead`: kernels and framework), and `wait`: time blocked
-    at collectives for slower peers, so that work + wait = the plan's step on every rank."""
+    at collectives for slower peers, and `other`: the step's time outside the embedding stages
+    (`Topology.step_overhead`), so that work + wait + other = the plan's step on every rank."""
 
     rank: int
     fwd_compute: float = 0.0
@@ -108,6 +110,7 @@ class RankCost:
     overhead: float = 0.0
     optimizer: float = 0.0
     wait: float = 0.0
+    other: float = 0.0
     memory: dict[str, float] = field(default_factory=dict)
     shards: int = 0
 
@@ -125,13 +128,14 @@ class RankCost:
 
     @property
     def elapsed(self) -> float:
-        return self.total + self.wait
+        return self.total + self.wait + self.other
 
     def to_dict(self) -> dict[str, float | int | dict[str, float]]:
         return {"rank": self.rank, "fwd_compute_s": self.fwd_compute, "bwd_compute_s": self.bwd_compute,
                 "optimizer_s": self.optimizer, "overhead_s": self.overhead, "fwd_comms_s": self.fwd_comms,
                 "bwd_comms_s": self.bwd_comms, "latency_s": self.latency, "total_s": self.total,
-                "wait_s": self.wait, "elapsed_s": self.elapsed, "memory_bytes": dict(self.memory),
+                "wait_s": self.wait, "other_s": self.other, "elapsed_s": self.elapsed,
+                "memory_bytes": dict(self.memory),
                 "shards": self.shards}
 
 
@@ -314,10 +318,11 @@ class CostModel:
             for rc in ranks:
                 setattr(rc, f"{p}_comms", getattr(rc, f"{p}_comms") + float(secs.max()))
         phases = np.array([[rc.fwd_compute, rc.bwd_compute, rc.optimizer] for rc in ranks]).T + work  # (3, W)
-        step = float(ranks[0].fwd_comms + ranks[0].bwd_comms + latency + phases.max(axis=1).sum())
+        other = self.topology.step_overhead
+        step = float(ranks[0].fwd_comms + ranks[0].bwd_comms + latency + phases.max(axis=1).sum()) + other
         for rc in ranks:
-            rc.latency, rc.overhead = latency, float(work[:, rc.rank].sum())
-            rc.wait = max(0.0, step - rc.total)
+            rc.latency, rc.overhead, rc.other = latency, float(work[:, rc.rank].sum()), other
+            rc.wait = max(0.0, step - other - rc.total)
         return ranks, step
 
     def stage_seconds(self, plan: ShardingPlan) -> dict[str, dict[str, float]]:

@@ -73,6 +73,8 @@ class Topology:
     op's bandwidth (input_dist, output_dist, output_dist_bwd; DP lookup_bwd: the gradient all-reduce) and
     `optimizer_bandwidth` (DP optimizer) for that type's bytes. Missing entries use those figures.
     `optimizer_bandwidth`: bytes/s of a dense optimizer step over replicated (DP) tables (0: tier 0 bandwidth).
+    `step_overhead`: seconds per step outside the embedding stages (loss, the dense part's backward, zero_grad,
+    the framework between stages), calibrated as a tiny plan's step time − the sum of its stages (0: unmeasured).
     """
 
     name: str
@@ -88,6 +90,7 @@ class Topology:
     stage_overhead: dict[str, dict[str, float]] = field(default_factory=dict)
     optimizer_bandwidth: float = 0.0
     stage_bandwidth: dict[str, dict[str, float]] = field(default_factory=dict)
+    step_overhead: float = 0.0
     sources: dict[str, str] = field(default_factory=dict, compare=False)
 
     def __hash__(self) -> int:
@@ -114,8 +117,9 @@ class Topology:
             raise TopologyError(f"topology {self.name!r}: unknown collective ops {bad_ops}, overhead groups "
                                 f"{bad_groups} or stages {bad_stages} (known: {COLLECTIVE_OPS}, "
                                 f"{OVERHEAD_GROUPS}, {STAGES})")
-        if self.optimizer_bandwidth < 0 or any(v < 0 for g in self.stage_overhead.values() for v in g.values()):
-            raise TopologyError(f"topology {self.name!r}: optimizer_bandwidth and stage overheads must be ≥ 0")
+        if self.optimizer_bandwidth < 0 or self.step_overhead < 0 or any(v < 0 for g in self.stage_overhead.values() for v in g.values()):
+            raise TopologyError(f"topology {self.name!r}: optimizer_bandwidth, step_overhead and stage overheads "
+                                "must be ≥ 0")
         if any(v <= 0 for g in self.stage_bandwidth.values() for v in g.values()):
             raise TopologyError(f"topology {self.name!r}: stage bandwidths must be > 0")
 
@@ -189,6 +193,7 @@ class Topology:
             "stage_overhead": {k: dict(v) for k, v in self.stage_overhead.items()},
             "optimizer_bandwidth": self.optimizer_bandwidth,
             "stage_bandwidth": {k: dict(v) for k, v in self.stage_bandwidth.items()},
+            "step_overhead": self.step_overhead,
             "sources": dict(self.sources),
         }
 
@@ -213,6 +218,7 @@ class Topology:
                 optimizer_bandwidth=float(d.get("optimizer_bandwidth", 0.0)),
                 stage_bandwidth={str(k): {str(s): float(x) for s, x in (v or {}).items()}
                                  for k, v in (d.get("stage_bandwidth") or {}).items()},
+                step_overhead=float(d.get("step_overhead", 0.0)),
                 sources={str(k): str(v) for k, v in (d.get("sources") or {}).items()},
             )
         except KeyError as e:

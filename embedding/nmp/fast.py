@@ -122,24 +122,26 @@ def emulate_nmp_fast(cfg: NmpConfig, d: DecodedLookups, tables: np.ndarray, pool
     pair_rank = np.empty(pairs.size, np.int64)  # position of each pair in (channel, seq) order
     pair_rank[np.lexsort((seq, pair_channel))] = np.arange(pairs.size)
     grouped, gstart, send, pstart = group_and_send(order, pair_of, pair_rank, pair_packet, d.rank, n_packets, rpc)
-    flags = _locality_bits(d.key, cfg.hot_threshold)
     hit = np.zeros(n, np.bool_)
-    hit[send] = cache.filter(d.key[send], (d.channel * rpc + d.rank)[send], flags[send])
+    probes = 0
+    if cache.entries:  # no RankCache: no probes, every lookup goes to DRAM (skips the locality profiling too)
+        flags = _locality_bits(d.key, cfg.hot_threshold)
+        hit[send] = cache.filter(d.key[send], (d.channel * rpc + d.rank)[send], flags[send])
+        probes = int(flags.sum())
     unit = d.rank // g.ranks_per_dimm if cfg.mode == "recnmp" else np.zeros(n, np.int64)
     psum = psum_bursts(order, pair_of, pair_packet, unit, g.dimms_per_channel, tables, row_bytes, n_packets)
     tp = np.asarray(cfg.timings.as_array(), np.int64)
     stats = np.zeros((g.channels, 4), np.int64)
     lat = np.zeros(n_packets, np.int64)
-    cost = np.where(sends_inst, cfg.inst_cycles, 0).astype(np.int64)
     cycles = nmp_fast(send, pstart, packet_base, grouped, gstart, rpc, d.rank, d.bank, d.row, d.bursts, hit, psum,
-                      cost, cfg.queue_entries, tp, g.banks_per_group, g.banks_per_rank, g.bank_groups,
-                      SYNC_MODES.index(cfg.packet_sync), np.zeros(n, np.int64), stats, lat)
+                      sends_inst, cfg.inst_cycles, cfg.queue_entries, tp, g.banks_per_group, g.banks_per_rank,
+                      g.bank_groups, SYNC_MODES.index(cfg.packet_sync), np.zeros(n, np.int64), stats, lat)
     hits, acts, rd, pre = _counters(stats)
     n_hit = int(hit.sum())
     return ModeResult(lookups=lookups, cycles=int(cycles.max(initial=0)),
                       channel_data_bytes=float(psum.sum() * BURST_BYTES), channel_cmd_bytes=lookups * NMP_INST_BITS / 8,
                       dram_bytes=float(rd * BURST_BYTES), acts=acts, precharges=pre, dram_accesses=n - n_hit,
-                      row_hits=hits, cache_probes=int(flags.sum()) if cache.entries else 0, cache_hits=n_hit,
+                      row_hits=hits, cache_probes=probes, cache_hits=n_hit,
                       packet_latency=lat)
 
 

@@ -3,8 +3,9 @@
 The scheduler keeps the detailed model's FR-FCFS pick rule (timing.serve: smallest key, oldest first, where the
 key is `now` for a row hit and else the cycle the ACT could issue) but not its cost: requests queue in one FIFO
 per bank and only the bank heads compete, in one branch-free min over the banks (pick_head), instead of a scan of
-the 32-entry window. Booking is a scoreboard with O(1) state per bank, rank and bus instead
-of cycle-ring reservations: the data bus is one "free from" cycle and a vector's bursts are charged back to back
+the 32-entry window. After a request opens a row, its bank's queue is searched for that row only when a
+per-bank tally of the queued rows (modulo ROW_TALLY) says one may be there. Booking is a scoreboard with O(1) state
+per bank, rank and bus (one record each, see B_/R_/S_ below) instead of cycle-ring reservations: the data bus is one "free from" cycle and a vector's bursts are charged back to back
 (the detailed model interleaves them with another bank group's; a same-bank-group successor slips by
 tCCD_L − tBL, as it does there), and the C/A bus remembers the last 64 cycles so that commands do not collide.
 
@@ -19,6 +20,7 @@ from embedding.nmp.timing import NEVER, SYNC_OVERLAP, SYNC_STRICT
 
 CMD_SLOTS = 64  # command-bus cycles remembered per bus (a request's commands span < 64 cycles)
 CMD_MASK = CMD_SLOTS - 1
+ROW_TALLY = 64  # queued requests are tallied per bank and row modulo 64 (skips most row-hit searches)
 MAX_CYCLE = 1 << 62
 AGE_BITS = 20  # a pick compares (key << AGE_BITS) | age: ties on the key go to the oldest request
 AGE_MASK = (1 << AGE_BITS) - 1
@@ -28,21 +30,37 @@ HIT = -1  # bank part of a row hit's key: below every cycle (cycles are >= 0), a
 __all__ = ["host_fast", "nmp_fast", "serve_fast", "pick_head", "pick_head_scan"]
 
 
+# Scoreboard fields. Per bank, bank_st[rank · banks + bank, field]: open row, last ACT, ready for the next ACT,
+# its queue's head and tail slots.
+B_ROW, B_ACT, B_READY, B_QHEAD, B_QTAIL = 0, 1, 2, 3, 4
+# Per rank, rank_st[rank, field]: last ACT and its bank group, earliest next ACT (tRRD_S, tFAW), tFAW window
+# pointer, queued requests, data bus free from (row 0 when the channel shares one bus), the last 4 ACTs
+# (R_FAW..), the next column per bank group (R_BG..).
+R_ACT, R_ACT_BG, R_READY, R_FAW_PTR, R_QUEUED, R_BUS_FREE, R_FAW, R_BG = 0, 1, 2, 3, 4, 5, 6, 10
+# Per queue slot, slot_st[slot, field]: request, earliest start, age (queue position), next slot of its bank's
+# queue, and the request's row, rank and bank group (copied in so that the queue walks stay in the slot records).
+S_REQ, S_E, S_AGE, S_NEXT, S_ROW, S_RANK, S_BG = 0, 1, 2, 3, 4, 5, 6
+
+
 @njit(cache=True)
 def _new_state(ranks, banks, bank_groups, window):
+    """Scoreboard of one channel: O(1) state per bank, rank, bus and queue slot, one record (row) each so that
+    the booking of a request touches a few cache lines (see the field names above)."""
     nb = ranks * banks
-    return (np.full(nb, -1, np.int64), np.full(nb, NEVER, np.int64), np.full(nb, NEVER, np.int64),  # row, ACT, ready
-            np.full(ranks, NEVER, np.int64), np.zeros(ranks, np.int64),  # last ACT per rank, its bank group
-            np.full(ranks, NEVER, np.int64),  # earliest next ACT per rank (tRRD_S, tFAW)
-            np.full((ranks, 4), NEVER, np.int64), np.zeros(ranks, np.int64),  # tFAW window, pointer
-            np.full((ranks, bank_groups), NEVER, np.int64),  # next column per bank group
-            np.full(ranks, NEVER, np.int64),  # data bus free from (index 0 when shared)
-            np.full((ranks, CMD_SLOTS), NEVER, np.int64),  # recent command cycles per command bus, by cycle mod 64
-            np.full(nb, -1, np.int64), np.full(nb, -1, np.int64),  # queue per bank: head and tail slot
-            np.full(nb, EMPTY, np.int64),  # per bank: its queue head's (key part << AGE_BITS) | age, see serve_fast
-            np.empty(window, np.int64), np.empty(window, np.int64),  # per queue slot: request, earliest start,
-            np.empty(window, np.int64), np.empty(window, np.int64),  # age (queue position), next slot of its bank
-            np.empty(window, np.int64))  # last column command of each served request, by serve order mod window
+    bank_st = np.full((nb, 8), NEVER, np.int64)
+    bank_st[:, B_ROW] = -1
+    bank_st[:, B_QHEAD] = -1
+    bank_st[:, B_QTAIL] = -1
+    rank_st = np.full((ranks, R_BG + bank_groups), NEVER, np.int64)
+    rank_st[:, R_ACT_BG] = 0
+    rank_st[:, R_FAW_PTR] = 0
+    rank_st[:, R_QUEUED] = 0
+    cmd = np.full((ranks, CMD_SLOTS), NEVER, np.int64)  # recent command cycles per command bus, by cycle mod 64
+    head = np.full(nb, EMPTY, np.int64)  # per bank: its queue head's (key part << AGE_BITS) | age, see serve_fast
+    slot_st = np.empty((window, 8), np.int64)  # fields 0..6 used: one 64 B record per slot
+    ring = np.empty(window, np.int64)  # last column command of each served request, by serve order mod window
+    tally = np.zeros((nb, ROW_TALLY), np.int32)  # queued requests per bank and row modulo ROW_TALLY
+    return bank_st, rank_st, cmd, head, slot_st, ring, tally
 
 
 @njit(cache=True, inline="always")
@@ -58,9 +76,13 @@ def pick_head(head, in_rank, rank_ready, now, r_lo, r_hi, nbank, ub, lim):
         if in_rank[r] == 0:
             continue
         fl = max(max(now, rank_ready[r]), HIT) << AGE_BITS
-        for u in range(r * nbank, (r + 1) * nbank):
-            h = head[u]
-            best = min(best, (min(max(h, fl | (h & AGE_MASK)), lim) << ub) | u)
+        base = r * nbank
+        hv = head[base:base + nbank]
+        rb = MAX_CYCLE
+        for k in range(nbank):
+            h = hv[k]
+            rb = min(rb, (min(max(h, fl | (h & AGE_MASK)), lim) << ub) | (base + k))
+        best = min(best, rb)
     return best & ((1 << ub) - 1)
 
 
@@ -92,14 +114,12 @@ def serve_fast(seq, lo, hi, rank, bank, row, bursts, earliest, col_floor, window
     rank terms, so the queue is kept as one FIFO per bank (its oldest request first, a row hit moved to the front)
     and only the heads compete (pick_head: one SIMD min over the banks of the ranks in play).
     A queue slot freed by a served request admits the next one once that request's last column command issued."""
-    (open_row, act_t, ready_t, rank_act, rank_act_bg, rank_ready, faw, faw_ptr, bg_next, bus_free, cmd, q_head,
-     q_tail, head, s_req, s_e, s_age, s_next, ring) = st
+    bank_st, rank_st, cmd, head, slot_st, ring, tally = st
     tRCD, tCL, tRP, tRC, tBL, tCCD_L, tRRD_S, tRRD_L, tFAW, tRTP = (tp[0], tp[1], tp[2], tp[3], tp[5], tp[7], tp[8],
                                                                      tp[9], tp[10], tp[11])
-    bus = rank[seq[lo]] if per_rank_bus else 0
-    nbank = open_row.shape[0] // rank_act.shape[0]
+    nbank = bank_st.shape[0] // rank_st.shape[0]
     ub = 0  # bits of a bank index (rank · banks + bank) packed under a key
-    while (1 << ub) < open_row.shape[0]:
+    while (1 << ub) < bank_st.shape[0]:
         ub += 1
     lim = (1 << (62 - ub)) - 1  # keys clamp here: an EMPTY head never wins, a packed key never overflows
     bg_bits = 0
@@ -107,121 +127,132 @@ def serve_fast(seq, lo, hi, rank, bank, row, bursts, earliest, col_floor, window
         bg_bits += 1
     ring_in = ring_out = 0  # ring slots (wrapping counters: no modulo in the loop)
     gap = max(tCCD_L, 2 * tBL)
-    free = bus_free[bus]  # every request of one call uses the same data bus (one rank's, or the channel's)
+    bus = rank[seq[lo]] if per_rank_bus else 0  # every request of one call uses the same data and C/A bus
+    cb = cmd[bus]
+    free = rank_st[bus, R_BUS_FREE]
     r_lo = rank[seq[lo]] if per_rank_bus else 0  # ranks this call can touch: [r_lo, r_hi)
-    r_hi = r_lo + 1 if per_rank_bus else rank_act.shape[0]
-    for k in range(window):  # free slots form a stack threaded through s_next
-        s_next[k] = k + 1 if k + 1 < window else -1
+    r_hi = r_lo + 1 if per_rank_bus else rank_st.shape[0]
+    in_rank = rank_st[:, R_QUEUED]
+    rank_ready = rank_st[:, R_READY]
+    for k in range(window):  # free slots form a stack threaded through S_NEXT
+        slot_st[k, S_NEXT] = k + 1 if k + 1 < window else -1
     free_slot = 0
-    in_rank = np.zeros(r_hi, np.int64)  # queued requests per rank
     last = 0
     pos = lo  # next request to enter the queue
-    served = 0
     n_hit = n_act = n_pre = n_rd = 0
     now = NEVER  # latest ACT so far
-    while served < hi - lo:
+    for _ in range(hi - lo):
         while pos < hi and free_slot >= 0:  # a freed slot admits the next request once its holder's column issued
             j = seq[pos]
             sl = free_slot
-            free_slot = s_next[sl]
-            s_req[sl] = j
-            s_e[sl] = earliest[j]
+            free_slot = slot_st[sl, S_NEXT]
+            e = earliest[j]
             if pos - lo >= window:
-                s_e[sl] = max(s_e[sl], ring[ring_out])
+                e = max(e, ring[ring_out])
                 ring_out = ring_out + 1 if ring_out + 1 < window else 0
-            s_age[sl] = pos
-            s_next[sl] = -1
             gb = rank[j] * nbank + bank[j]
-            if q_head[gb] < 0:
-                q_head[gb] = sl
-                if open_row[gb] == row[j]:  # a row hit: key `now`, first among equals
+            rw = row[j]
+            slot_st[sl, S_REQ] = j
+            slot_st[sl, S_E] = e
+            slot_st[sl, S_AGE] = pos
+            slot_st[sl, S_NEXT] = -1
+            slot_st[sl, S_ROW] = rw
+            slot_st[sl, S_RANK] = rank[j]
+            slot_st[sl, S_BG] = bank[j] >> bg_bits
+            if bank_st[gb, B_QHEAD] < 0:
+                bank_st[gb, B_QHEAD] = sl
+                if bank_st[gb, B_ROW] == rw:  # a row hit: key `now`, first among equals
                     head[gb] = HIT << AGE_BITS
                 else:
-                    head[gb] = (max(s_e[sl], ready_t[gb]) << AGE_BITS) | (pos & AGE_MASK)
+                    head[gb] = (max(e, bank_st[gb, B_READY]) << AGE_BITS) | (pos & AGE_MASK)
             else:
-                s_next[q_tail[gb]] = sl
-            q_tail[gb] = sl
+                slot_st[bank_st[gb, B_QTAIL], S_NEXT] = sl
+            bank_st[gb, B_QTAIL] = sl
             in_rank[rank[j]] += 1
+            tally[gb, rw & (ROW_TALLY - 1)] += 1
             pos += 1
-        gb_pick = pick_head(head, in_rank, rank_ready, now, r_lo, r_hi, nbank, ub, lim)
-        sl = q_head[gb_pick]
-        i = s_req[sl]
-        e = s_e[sl]
-        q_head[gb_pick] = s_next[sl]
-        s_next[sl] = free_slot
+        gb = pick_head(head, in_rank, rank_ready, now, r_lo, r_hi, nbank, ub, lim)
+        sl = bank_st[gb, B_QHEAD]
+        i = slot_st[sl, S_REQ]
+        e = slot_st[sl, S_E]
+        rw = slot_st[sl, S_ROW]
+        bank_st[gb, B_QHEAD] = slot_st[sl, S_NEXT]
+        slot_st[sl, S_NEXT] = free_slot
         free_slot = sl
-        in_rank[rank[i]] -= 1
+        r = slot_st[sl, S_RANK]
+        rank_st[r, R_QUEUED] -= 1
         # book request i: PRE/ACT if its row is not open, then its bursts back to back on the data bus
-        r = rank[i]
-        gb = r * nbank + bank[i]
-        bg = bank[i] >> bg_bits
-        b = bursts[i]
-        if open_row[gb] == row[i]:
+        bg = slot_st[sl, S_BG]
+        nb_ = bursts[i]
+        if bank_st[gb, B_ROW] == rw:
             n_hit += 1
-            tcol = max(e, act_t[gb] + tRCD)
+            tcol = max(e, bank_st[gb, B_ACT] + tRCD)
         else:
-            tact = max(max(e, ready_t[gb]), max(rank_act[r] + (tRRD_L if rank_act_bg[r] == bg else tRRD_S),
-                                                faw[r, faw_ptr[r]] + tFAW))
-            if open_row[gb] >= 0:
+            fp = rank_st[r, R_FAW_PTR]
+            tact = max(max(e, bank_st[gb, B_READY]), max(rank_st[r, R_ACT] + (tRRD_L if rank_st[r, R_ACT_BG] == bg else tRRD_S),
+                                               rank_st[r, R_FAW + fp] + tFAW))
+            if bank_st[gb, B_ROW] >= 0:
                 tpre = max(e, tact - tRP)
-                while cmd[bus, tpre & CMD_MASK] == tpre:
+                while cb[tpre & CMD_MASK] == tpre:
                     tpre += 1
-                cmd[bus, tpre & CMD_MASK] = tpre
+                cb[tpre & CMD_MASK] = tpre
                 tact = max(tact, tpre + tRP)
                 n_pre += 1
-            while cmd[bus, tact & CMD_MASK] == tact:
+            while cb[tact & CMD_MASK] == tact:
                 tact += 1
-            cmd[bus, tact & CMD_MASK] = tact
-            faw[r, faw_ptr[r]] = tact
-            faw_ptr[r] = (faw_ptr[r] + 1) & 3
-            rank_act[r] = tact
-            rank_ready[r] = max(faw[r, faw_ptr[r]] + tFAW, tact + tRRD_S)
+            cb[tact & CMD_MASK] = tact
+            rank_st[r, R_FAW + fp] = tact
+            fp = (fp + 1) & 3
+            rank_st[r, R_FAW_PTR] = fp
+            rank_st[r, R_ACT] = tact
+            rank_st[r, R_READY] = max(rank_st[r, R_FAW + fp] + tFAW, tact + tRRD_S)
             now = max(now, tact)
-            rank_act_bg[r] = bg
-            act_t[gb] = tact
-            open_row[gb] = row[i]
+            rank_st[r, R_ACT_BG] = bg
+            bank_st[gb, B_ACT] = tact
+            bank_st[gb, B_ROW] = rw
             n_act += 1
             tcol = tact + tRCD
-        tcol = max(max(tcol, col_floor), max(bg_next[r, bg], free - tCL))
-        while cmd[bus, tcol & CMD_MASK] == tcol:  # the C/A slot is taken by a PRE/ACT: the burst slips
+        tcol = max(max(tcol, col_floor), max(rank_st[r, R_BG + bg], free - tCL))
+        while cb[tcol & CMD_MASK] == tcol:  # the C/A slot is taken by a PRE/ACT: the burst slips
             tcol += 1
-        cmd[bus, tcol & CMD_MASK] = tcol
+        cb[tcol & CMD_MASK] = tcol
         # the vector's bursts hit one bank group, spaced `gap` so another bank group's burst fills between (as the
         # detailed model spaces them); the bus is charged b·tBL, i.e. the interleaving is assumed to succeed
-        for k in range(1, b):  # the other bursts' column commands, one per tBL as the bus is charged
-            cmd[bus, (tcol + k * tBL) & CMD_MASK] = tcol + k * tBL
-        tlast = tcol + (b - 1) * gap
-        free = tcol + tCL + b * tBL
-        bg_next[r, bg] = tlast + tCCD_L - (b - 1) * tBL  # interleaved: the next vector of this bank group
-        ready_t[gb] = max(act_t[gb] + tRC, tlast + tRTP + tRP)
-        n_rd += b
+        for k in range(1, nb_):  # the other bursts' column commands, one per tBL as the bus is charged
+            cb[(tcol + k * tBL) & CMD_MASK] = tcol + k * tBL
+        tlast = tcol + (nb_ - 1) * gap
+        free = tcol + tCL + nb_ * tBL
+        rank_st[r, R_BG + bg] = tlast + tCCD_L - (nb_ - 1) * tBL  # interleaved: the next vector of this bank group
+        bank_st[gb, B_READY] = max(bank_st[gb, B_ACT] + tRC, tlast + tRTP + tRP)
+        n_rd += nb_
         ring[ring_in] = tlast
         ring_in = ring_in + 1 if ring_in + 1 < window else 0
-        # FR within the bank: a queued request for the row now open moves to the front of the bank's queue
+        # FR within the bank: a queued request for the row now open moves to the front of the bank's queue (the
+        # queue is walked only if one of its rows matches the open row modulo ROW_TALLY)
+        tally[gb, rw & (ROW_TALLY - 1)] -= 1
         prev = -1
-        sl = q_head[gb]
-        while sl >= 0 and row[s_req[sl]] != row[i]:
-            prev = sl
-            sl = s_next[sl]
-        if sl >= 0 and prev >= 0:
-            s_next[prev] = s_next[sl]
-            if q_tail[gb] == sl:
-                q_tail[gb] = prev
-            s_next[sl] = q_head[gb]
-            q_head[gb] = sl
-        sl = q_head[gb]  # the bank's new head competes again
-        if sl < 0:
+        q = bank_st[gb, B_QHEAD] if tally[gb, rw & (ROW_TALLY - 1)] else -1
+        while q >= 0 and slot_st[q, S_ROW] != rw:
+            prev = q
+            q = slot_st[q, S_NEXT]
+        if q >= 0 and prev >= 0:
+            slot_st[prev, S_NEXT] = slot_st[q, S_NEXT]
+            if bank_st[gb, B_QTAIL] == q:
+                bank_st[gb, B_QTAIL] = prev
+            slot_st[q, S_NEXT] = bank_st[gb, B_QHEAD]
+            bank_st[gb, B_QHEAD] = q
+        q = bank_st[gb, B_QHEAD]  # the bank's new head competes again
+        if q < 0:
             head[gb] = EMPTY
-        elif open_row[gb] == row[s_req[sl]]:
+        elif slot_st[q, S_ROW] == rw:
             head[gb] = HIT << AGE_BITS
         else:
-            head[gb] = (max(s_e[sl], ready_t[gb]) << AGE_BITS) | (s_age[sl] & AGE_MASK)
-        served += 1
+            head[gb] = (max(slot_st[q, S_E], bank_st[gb, B_READY]) << AGE_BITS) | (slot_st[q, S_AGE] & AGE_MASK)
         finish[i] = tlast + tCL + tBL
         last = max(last, finish[i])
     if last >= lim >> (AGE_BITS + 1):
         raise ValueError("fast NMP model: a batch's emulated cycles exceed the packed-key range")
-    bus_free[bus] = free
+    rank_st[bus, R_BUS_FREE] = free
     stats[0] += n_hit
     stats[1] += n_act
     stats[2] += n_rd
@@ -246,12 +277,13 @@ def host_fast(order, starts, rank, bank, row, bursts, window, tp, banks_per_grou
 
 
 @njit(cache=True, parallel=True)
-def nmp_fast(send, pstart, packet_base, grouped, gstart, ranks, rank, bank, row, bursts, hit, psum, inst_cost, window,
-             tp, banks_per_group, banks, bank_groups, packet_sync, finish, stats, packet_latency):
+def nmp_fast(send, pstart, packet_base, grouped, gstart, ranks, rank, bank, row, bursts, hit, psum, sends_inst,
+             inst_cycles, window, tp, banks_per_group, banks, bank_groups, packet_sync, finish, stats, packet_latency):
     """Near-memory execution, channels in parallel; the packet skeleton of timing.nmp_channel (instruction sends,
     one packet of buffering, barrier and psum return) with serve_fast for each (packet, rank) group of misses.
     send/pstart: lookups in C/A order and each packet's first send position; grouped/gstart: lookups per
-    (packet, rank) group in service order; hit: per lookup. Returns each channel's last cycle."""
+    (packet, rank) group in service order; hit: per lookup; sends_inst: whether a lookup sends an NMP instruction
+    (inst_cycles C/A cycles). Returns each channel's last cycle."""
     tBL = tp[5]
     channels = packet_base.shape[0] - 1
     cycles = np.zeros(channels, np.int64)
@@ -273,7 +305,8 @@ def nmp_fast(send, pstart, packet_base, grouped, gstart, ranks, rank, bank, row,
             done = barrier
             for k in range(pstart[p], pstart[p + 1]):
                 i = send[k]
-                ca += inst_cost[i]
+                if sends_inst[i]:  # a TensorDIMM slice after its vector's first sends no instruction
+                    ca += inst_cycles
                 earliest[i] = max(ca, barrier) if packet_sync == SYNC_STRICT else ca
                 if hit[i]:
                     finish[i] = max(earliest[i], barrier if packet_sync == SYNC_OVERLAP else NEVER) + 1

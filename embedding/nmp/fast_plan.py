@@ -79,22 +79,35 @@ def _counting_sort(key, size, src):
 @njit(cache=True)
 def pair_order(channel, poolings, span, channels):
     """Lookups sorted by (channel, pooling, index) = np.lexsort((poolings, channel)); pair_of: each lookup's
-    (channel, pooling) pair, numbered in that order; pairs: the pair keys channel·span + pooling."""
+    (channel, pooling) pair, numbered in that order; pairs: the pair keys channel·span + pooling.
+    One counting sort on the pair key, computed on the fly (no key array)."""
     n = channel.shape[0]
-    pk = channel * span + poolings
-    order = _counting_sort(pk, channels * span, np.arange(n))
+    size = channels * span
+    count = np.zeros(size + 1, np.int64)
+    for i in range(n):
+        count[channel[i] * span + poolings[i] + 1] += 1
+    m = 0
+    for k in range(size):
+        m += count[k + 1] > 0  # pairs present
+        count[k + 1] += count[k]
+    order = np.empty(n, np.int64)
+    for i in range(n):
+        k = channel[i] * span + poolings[i]
+        order[count[k]] = i
+        count[k] += 1
     pair_of = np.empty(n, np.int64)
-    pairs = np.empty(n, np.int64)
-    m = -1
+    pairs = np.empty(m, np.int64)
+    p = -1
     prev = -1
-    for k in range(n):
-        i = order[k]
-        if pk[i] != prev:
-            m += 1
-            prev = pk[i]
-            pairs[m] = prev
-        pair_of[i] = m
-    return order, pair_of, pairs[:m + 1].copy()
+    for t in range(n):
+        i = order[t]
+        k = channel[i] * span + poolings[i]
+        if k != prev:
+            p += 1
+            prev = k
+            pairs[p] = k
+        pair_of[i] = p
+    return order, pair_of, pairs
 
 
 @njit(cache=True)

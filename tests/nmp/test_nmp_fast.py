@@ -160,3 +160,29 @@ def test_packed_min_pick_equals_the_first_wins_scan_on_random_bank_heads():
         assert pick_head(head, in_rank, rank_ready, now, lo, hi, nbank, ub, (1 << (62 - ub)) - 1) == want
         picks.add(want)
     assert len(picks) > 32  # the cases exercised many different banks
+
+
+def test_serving_leaves_the_scoreboard_queues_empty_for_the_next_packet():
+    """serve_fast drains every bank queue, queued count and row tally it fills, so that only DRAM timing state
+    carries from one packet's call to the next; rows repeat so that the row-hit search and tally are exercised."""
+    from embedding.nmp.fast_kernels import B_QHEAD, B_QTAIL, EMPTY, R_QUEUED, _new_state, serve_fast
+    from embedding.nmp.timing import NEVER
+
+    rng = np.random.default_rng(3)
+    ranks, banks, window, n = 2, 16, 8, 400
+    rank, bank = rng.integers(0, ranks, n), rng.integers(0, banks, n)
+    row = rng.integers(0, 4, n) * 64 + rng.integers(0, 2, n)  # few rows, equal modulo the tally width in pairs
+    bursts, earliest, finish = np.full(n, 2), np.zeros(n, np.int64), np.zeros(n, np.int64)
+    tp = np.asarray(NmpConfig().timings.as_array(), np.int64)
+    st = _new_state(ranks, banks, 4, window)
+    stats = np.zeros(4, np.int64)
+    lasts = []
+    for lo, hi in ((0, n // 2), (n // 2, n)):
+        lasts.append(serve_fast(np.arange(n), lo, hi, rank, bank, row, bursts, earliest, NEVER, window, tp, 4, False,
+                                st, finish, stats))
+        bank_st, rank_st, _, head, _, _, tally = st
+        assert (bank_st[:, B_QHEAD] == -1).all() and (head == EMPTY).all()
+        assert (rank_st[:, R_QUEUED] == 0).all() and (tally == 0).all()
+        assert (bank_st[:, B_QTAIL] >= 0).sum() > 0  # queues were used
+    assert (finish > 0).all() and lasts[1] > lasts[0]
+    assert 0 < stats[0] < n and stats[1] + stats[0] == n  # row hits and misses; every request hit or opened a row

@@ -1,0 +1,66 @@
+"""Exact two-rank re-splits (`sharding.lns`): never a worse or invalid plan, on both models; they do improve a
+plan the local search leaves; the optimizer's pick keeps its guarantees with them."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from sharding import CostModel, PlanWorkload, load_topology, lower_bound, validate_plan
+from sharding.lns import loads_of, refine_plan
+from sharding.pack import Builder, NoFit
+from sharding.search import Resources
+from sharding.tiers import assign_tiers
+from sharding.trec_cost import TorchRecCostModel
+from tests.sharding.conftest import tables, topologies
+
+
+def _with_overheads(topo):  # noqa: ANN001, ANN202
+    """The topology with fixed per-group stage costs, so holding a group's first shard on a rank costs extra."""
+    per = {"lookup": 3e-5, "lookup_bwd": 5e-5, "input_dist": 2e-5, "output_dist": 2e-5, "output_dist_bwd": 2e-5}
+    return replace(topo, stage_overhead={g: dict(per) for g in ("base", "TW", "CW", "RW", "TWRW", "DP")})
+
+
+def _setup(wl: PlanWorkload, topo) -> tuple[CostModel, TorchRecCostModel, Builder]:  # noqa: ANN001
+    cost, trec = CostModel(wl, topo), TorchRecCostModel(wl, topo)
+    lb = (lower_bound(cost, relax=False).value, lower_bound(trec).value)
+    return cost, trec, Builder(Resources(cost, trec, lb), assign_tiers(cost), 20)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tables(max_count=20), st.one_of(topologies(), topologies().map(_with_overheads)),
+       st.sampled_from([0.25, 1.0]), st.booleans())
+def test_pair_resplits_never_worsen_a_plan_and_keep_it_valid(ts, topo, theta, dp) -> None:  # noqa: ANN001
+    wl = PlanWorkload(ts, 512, "train")
+    cost, trec, b = _setup(wl, topo)
+    try:
+        plan = b.pack(theta, 0.5, dp, False)
+    except NoFit:
+        return
+    state, _ = loads_of(b.res, plan)  # the decomposition the step prices is the plan's cost
+    assert abs(float(state.const + state.L[:-1].max(axis=1).sum()) + topo.step_overhead - cost.plan_cost(plan)) \
+        <= 1e-9 * cost.plan_cost(plan)
+    refined = refine_plan(b.res, plan, 200)
+    event("re-split" if refined is not None else "left as is")
+    if refined is None:
+        return
+    validate_plan(refined, wl, topo, cost)
+    assert cost.plan_cost(refined) <= cost.plan_cost(plan) * (1 + 1e-9)
+    assert trec.plan_cost(refined) <= trec.plan_cost(plan) * (1 + 1e-9)
+    assert {n: tp.sharding_type for n, tp in refined.tables.items()} == \
+        {n: tp.sharding_type for n, tp in plan.tables.items()}
+
+
+def test_pair_resplits_lower_the_step_of_the_100_table_packing() -> None:
+    from sharding.tablesets import load_tables
+    wl = PlanWorkload(load_tables("random:100:1"), 512)
+    topo = load_topology("dgx_h100_x2", 16)
+    cost, trec, b = _setup(wl, topo)
+    b.iters = 100
+    plan = b.pack(0.5, 0.5, True, False, twrw_first=True)
+    refined = refine_plan(b.res, plan, 300)
+    assert refined is not None
+    validate_plan(refined, wl, topo, cost)
+    assert cost.plan_cost(refined) < cost.plan_cost(plan) * (1 - 1e-3)
+    assert trec.plan_cost(refined) <= trec.plan_cost(plan) * (1 + 1e-9)

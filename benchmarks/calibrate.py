@@ -364,8 +364,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="results/hardware/calibrated.yaml", help="hardware YAML to write")
     p.add_argument("--world-size", type=int, default=2)
     p.add_argument("--rows", type=int, default=1_000_000, help="rows of each lookup table (per rank)")
-    p.add_argument("--repeats", type=int, default=20)
-    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the TorchRec stage plans")
+    p.add_argument("--repeats", type=int, default=30)
+    p.add_argument("--rounds", type=int, default=9,
+                   help="interleaved rounds of the TorchRec stage plans (9: about 90 s in all for 2 ranks)")
     p.add_argument("--timeout", type=float, default=300.0, help="collective timeout (s)")
     p.add_argument("--rank-worker", action="store_true", help=argparse.SUPPRESS)
     return p

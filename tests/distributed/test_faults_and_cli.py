@@ -42,7 +42,7 @@ def test_bad_input_fails_before_spawning(tmp_path, capsys, override, message) ->
 
 def test_calibration_writes_a_config_that_loads(tmp_path) -> None:
     out = tmp_path / "hw.yaml"
-    assert calibrate.main(["--out", str(out), "--rows", "2000", "--repeats", "2"]) == 0
+    assert calibrate.main(["--out", str(out), "--rows", "2000", "--repeats", "2", "--rounds", "2"]) == 0
     topo = load_topology(out)
     assert topo.device == "cpu" and topo.world_size == 2
     assert topo.fast.bandwidth > 0 and topo.intra_host.bandwidth > 0 and topo.intra_host.latency > 0

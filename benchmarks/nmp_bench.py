@@ -192,19 +192,24 @@ def emulation_rate(batch: int, vector_bytes: int, repeats: int = 7) -> dict[tupl
           "  cpu = lookups / CPU seconds of the process (time.process_time, all threads summed: the rate one core\n"
           "  gives, what a user scales by cores); wall = lookups / elapsed seconds. Threads = numba threads; they\n"
           "  split a batch's channels.")
-    out = {}
+    out, walls = {}, {}
     for fidelity in FIDELITIES:
         cfg = NmpConfig(geometry=DramGeometry(dimms_per_channel=2), fidelity=fidelity)
         for threads in sorted({1, min(2, numba.config.NUMBA_NUM_THREADS), numba.config.NUMBA_NUM_THREADS}):
             numba.set_num_threads(threads)
             times = _rates(cfg, stream, repeats)
             out[(fidelity, threads)] = [n / np.median(cpu) / 1e6 for _, cpu in times]
+            walls[(fidelity, threads)] = n / np.median(times[2][0]) / 1e6
             cells = [f"cpu {n / np.median(cpu) / 1e6:5.2f} wall {n / np.median(wall) / 1e6:5.2f}" for wall, cpu in times]
             print(f"  {fidelity:>8}, {threads} thread(s): host {cells[0]} | RecNMP {cells[1]} | both {cells[2]}")
     numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
-    both = out[("fast", 1)][2]
-    print(f"  target (issue 6): >= 10 M lookups/s; fast fidelity, both modes, 1 thread: {both:.2f} M/s per core "
-          f"({'met' if both >= 10 else 'not met'}). Machine: {os.cpu_count()} CPUs, shared with other jobs.")
+    host, nmp, both = out[("fast", 1)]
+    every = max(t for f, t in walls if f == "fast")
+    flag = lambda x: "met" if x >= 10 else "not met"  # noqa: E731
+    print(f"  target (issue 6): >= 10 M lookups/s. Fast fidelity, one mode on one core: host {host:.2f} "
+          f"({flag(host)}), RecNMP {nmp:.2f} ({flag(nmp)}); both modes (a speedup) on one core {both:.2f} "
+          f"({flag(both)}), on {every} threads {walls[('fast', every)]:.2f} wall ({flag(walls[('fast', every)])}).\n"
+          f"  Machine: {os.cpu_count()} CPUs, shared with other jobs.")
     return out
 
 

@@ -130,7 +130,8 @@ def _execute(cfg: CacheConfig, spec: WorkloadSpec, batches: Sequence[Batch], tra
         elapsed = time.perf_counter() - t0
         lookups = sum(m.lookups for m in mods)
         hits = sum(m.hits for m in mods)
-        how = (f"measured: TieredEmbeddingBag ({cfg.policy}, fast tier on {device.type}, slow tier {cfg.slow_tier}) over {len(batches)} batches, "
+        how = (f"measured: TieredEmbeddingBag ({cfg.policy}, fast tier on {device.type}, slow tier {cfg.slow_tier}) "
+               f"over {len(batches)} batches, "
                f"{'forward+backward+update' if train else 'forward'}, one pass incl. final flush")
         res = [
             _m("lookup_throughput", lookups / elapsed, "lookups/s", how + "; lookups / wall time"),

@@ -93,7 +93,10 @@ def run_set(label: str, run_torchrec: bool, timeout: float, estimate: bool) -> l
                     row["milp"] = f"{m.status}, {m.binaries} bin, improved={m.improved}, certified={m.certified}"
             validate_plan(plan, wl, topo, cost)
             c = cost.plan_cost(plan)
-            row.update(wall_s=wall, cost_ms=c * 1e3, lower_bound_ms=lb * 1e3, ratio=c / lb, feasible="yes")
+            loads, _ = cost.resource_loads(plan)
+            imbalance = sum(float(v.max() - v.mean()) for v in loads.values())
+            row.update(wall_s=wall, cost_ms=c * 1e3, lower_bound_ms=lb * 1e3, ratio=c / lb, feasible="yes",
+                       balanced_ratio=(c - imbalance) / lb)
             if estimate:
                 row["torchrec_est_ms"] = torchrec_estimate(plan, wl, topo)["perf_ms"]
         except PlanError as e:
@@ -115,14 +118,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-estimate", action="store_true", help="skip TorchRec's estimator on each plan")
     ap.add_argument("--out", default=None, help="append metric records (JSON lines) here")
     args = ap.parse_args(argv)
-    print(f"{'set':<14} {'optimizer':<20} {'wall s':>8} {'cost ms':>9} {'ratio LB':>8} {'TorchRec est ms':>15}  "
-          "feasible")
+    print("ratio LB: cost / lower bound; balanced: the same shards with every resource (compute, each collective) at\n"
+          "its mean over ranks, / lower bound (the rest of the ratio is imbalance: CostModel.resource_loads)")
+    print(f"{'set':<14} {'optimizer':<20} {'wall s':>8} {'cost ms':>9} {'ratio LB':>8} {'balanced':>8} "
+          f"{'TorchRec est ms':>15}  feasible")
     records = []
     for label in args.sets:
         trec = args.torchrec == "all" or (args.torchrec == "criteo" and label.startswith("criteo"))
         for r in run_set(label, trec, args.torchrec_timeout, not args.no_estimate):
             print(f"{r['set']:<14} {r['optimizer']:<20} {_fmt(r.get('wall_s'), '8.3f')} "
                   f"{_fmt(r.get('cost_ms'), '9.4f')} {_fmt(r.get('ratio'), '8.3f')} "
+                  f"{_fmt(r.get('balanced_ratio'), '8.3f')} "
                   f"{_fmt(r.get('torchrec_est_ms'), '15.4f')}  {r['feasible']}"
                   + (f"  [MILP {r['milp']}]" if "milp" in r else ""), flush=True)
             records.append(r)
@@ -133,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
                     ("wall_s", "s", "perf_counter around one planning call on this machine"),
                     ("cost_ms", "ms", "dlrmbench cost model: step time as CostModel.plan_cost assembles it (collectives + fixed stage costs + slowest forward, backward and optimizer)"),
                     ("ratio", "x", "cost / dlrmbench lower bound (sharding.bounds)"),
+                    ("balanced_ratio", "x", "(cost − Σ over resources of max − mean over ranks) / lower bound: the "
+                                            "same shards perfectly balanced (CostModel.resource_loads)"),
                     ("torchrec_est_ms", "ms", "TorchRec 1.8 perf estimator, max over ranks of summed shard perf"),
                 ) if isinstance(r.get(k), float)]
                 f.write(json.dumps({"benchmark": "plan_bench", **{k: r[k] for k in ("set", "optimizer", "tables",

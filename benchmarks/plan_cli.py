@@ -55,12 +55,28 @@ def rank_table(plan: ShardingPlan, cost: CostModel) -> str:
     return "\n".join(lines)
 
 
+def resource_table(plan: ShardingPlan, cost: CostModel) -> str:
+    """Where the step goes: per resource whose slowest rank the step pays, max and mean over ranks; imbalance =
+    max − mean, what a perfectly balanced placement of the same shards would save."""
+    loads, rest = cost.resource_loads(plan)
+    rows = sorted(((k, float(v.max()), float(v.mean())) for k, v in loads.items() if v.max() > 0),
+                  key=lambda r: r[2] - r[1])
+    lines = [f"{'resource':<28} {'max ms':>9} {'mean ms':>9} {'max/mean':>8} {'imbalance ms':>12}"]
+    lines += [f"{k:<28} {mx * 1e3:>9.4f} {mn * 1e3:>9.4f} {mx / mn:>8.3f} {(mx - mn) * 1e3:>12.4f}" for k, mx, mn in rows]
+    imb = sum(mx - mn for _, mx, mn in rows)
+    lines.append(f"step = Σ max + fixed latencies and step overhead {rest * 1e3:.4f} ms; imbalance {imb * 1e3:.4f} ms "
+                 f"({imb / (imb + rest + sum(mn for _, _, mn in rows)) :.1%} of the step)")
+    return "\n".join(lines)
+
+
 def _annotate(plan: ShardingPlan, cost: CostModel, context: dict[str, Any], wall_s: float, estimate: bool) -> None:
     lb = lower_bound(cost)
     c = cost.plan_cost(plan)
     plan.meta.update({"context": context, "plan_wall_s": wall_s, "cost_s": c, "lower_bound": lb.to_dict(),
                       "ratio_to_lower_bound": c / lb.value, "per_rank": [r.to_dict() for r in cost.breakdown(plan)],
-                      "topology": cost.topology.to_dict()})
+                      "topology": cost.topology.to_dict(),
+                      "resources": {k: {"max_s": float(v.max()), "mean_s": float(v.mean())}
+                                    for k, v in cost.resource_loads(plan)[0].items()}})
     if estimate:
         from sharding.torchrec_adapter import torchrec_estimate
         try:
@@ -89,6 +105,7 @@ def _plan(args: argparse.Namespace) -> int:
            "mode": args.mode, "optimizer": args.optimizer}
     _annotate(plan, cost, ctx, wall, not args.no_torchrec_estimate)
     print(rank_table(plan, cost))
+    print(resource_table(plan, cost))
     m = plan.meta
     est = m.get("torchrec_estimate", {}).get("perf_ms")
     print(f"{args.optimizer}: {len(wl.tables)} tables on {topo.world_size} ranks planned in {wall:.3f} s; cost "

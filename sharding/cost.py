@@ -292,7 +292,17 @@ class CostModel:
         `breakdown(plan)[r].elapsed`."""
         return self._assemble(plan, memory=False)[1]
 
-    def _assemble(self, plan: ShardingPlan, memory: bool) -> tuple[list[RankCost], float]:
+    def resource_loads(self, plan: ShardingPlan) -> tuple[dict[str, np.ndarray], float]:
+        """Per resource whose maximum over ranks the step pays ("fwd compute", "bwd compute", "optimizer" with
+        their fixed work, and each collective "TW fwd all_to_all", …), its seconds on every rank; and the fixed
+        rest (collective latencies + `step_overhead`). step = Σ max + rest; Σ (max − mean) is what imbalance
+        costs: a plan of the same shards with every resource at its mean would cost step − Σ (max − mean)."""
+        loads: dict[str, np.ndarray] = {}
+        step = self._assemble(plan, memory=False, loads=loads)[1]
+        return loads, step - sum(float(v.max()) for v in loads.values())
+
+    def _assemble(self, plan: ShardingPlan, memory: bool, loads: dict[str, np.ndarray] | None = None,
+                  ) -> tuple[list[RankCost], float]:
         w = plan.world_size
         ranks = [RankCost(r, memory={t.name: 0.0 for t in self.topology.tiers}) for r in range(w)]
         coll: dict[tuple[ShardingType, str, str], np.ndarray] = {}  # (group, pass, op) -> seconds per rank
@@ -318,6 +328,9 @@ class CostModel:
             for rc in ranks:
                 setattr(rc, f"{p}_comms", getattr(rc, f"{p}_comms") + float(secs.max()))
         phases = np.array([[rc.fwd_compute, rc.bwd_compute, rc.optimizer] for rc in ranks]).T + work  # (3, W)
+        if loads is not None:
+            loads.update(zip(("fwd compute", "bwd compute", "optimizer"), phases, strict=True))
+            loads.update({f"{st.short} {p} {op}": v for (st, p, op), v in coll.items()})
         other = self.topology.step_overhead
         step = float(ranks[0].fwd_comms + ranks[0].bwd_comms + latency + phases.max(axis=1).sum()) + other
         for rc in ranks:

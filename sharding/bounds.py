@@ -10,7 +10,9 @@ and P_jo[k] the largest single shard's share of it. For any plan, with x_jo = 1 
 groups present:
   max_r L[k, r] ≥ (Σ_j T_jo[k] + Σ_g hold_g[k]·p_g + pen_k) / W     (the average over ranks; a group present has
                                                                    ≥ 1 holder paying its per-holder work hold_g)
-  max_r L[k, r] ≥ P_jo[k] + hold_g(o)[k]                          (the rank holding that shard, for every table)
+  max_r L[k, r] ≥ P_jo[k] + hold_g(o)[k] + Σ_{j' ≠ j} x_j'DP·T_j'DP[k]/W   (the rank holding that shard, for every
+                                                                   table: it also holds a replica of every other
+                                                                   data-parallel table, as every rank does)
   p_g ≥ Σ_{o ∈ g} x_jo for every table j
 pen_k is the tier term below, split between forward and backward as the cost model splits lookup time. So the
 minimum of base + Σ_g fixed_g·p_g + Σ_k M_k over the LP (x ≥ 0, Σ_o x_jo = 1, p ∈ [0, 1], M_k ≥ both right-hand
@@ -162,7 +164,9 @@ def _relaxation(cost: CostModel, penalty: float) -> float:
     scale = max(float(T.min(axis=0).sum() / w + fixed.min() + base), 1e-30)  # work in units near 1
     T, P, fixed, hold, pen, base = T / scale, P / scale, fixed / scale, hold / scale, pen / scale, base / scale
     og, ot = np.array(opt_group), np.array(opt_table)
-    m0, n_var = n_x + G, n_x + G + K  # variables: x (options), p (groups), M (resources)
+    m0, d0, n_var = n_x + G, n_x + G + K, n_x + G + 2 * K  # variables: x (options), p (groups), M, D (resources)
+    dp = og == groups.index(DP)
+    per_rank_dp = np.where(dp[:, None], T / w, 0.0)  # what a data-parallel option puts on every rank
     ri: list[np.ndarray] = []
     ci: list[np.ndarray] = []
     vals: list[np.ndarray] = []
@@ -182,7 +186,9 @@ def _relaxation(cost: CostModel, penalty: float) -> float:
     g_idx, gk_idx = np.nonzero(hold)
     add(np.concatenate([k_idx, gk_idx, np.arange(K)]), np.concatenate([o_idx, n_x + g_idx, m0 + np.arange(K)]),
         np.concatenate([T[o_idx, k_idx] / w, hold[g_idx, gk_idx] / w, -np.ones(K)]), K, -pen / w)
-    # pieces, for each resource's PIECE_ROWS tables with the largest pieces: Σ_o (P + hold)[o, k]·x_o − M_k ≤ 0
+    # pieces, for each resource's PIECE_ROWS tables with the largest pieces: the rank holding table j's largest
+    # piece also holds a replica of every other data-parallel table (D_k: the data-parallel load of every rank):
+    # Σ_o (P + hold)[o, k]·x_o − x_{j,DP}·T[j DP, k]/W + D_k − M_k ≤ 0
     Ph = P + hold[og] * (P > 0)
     n_tab = len(wl.tables)
     for k in range(K):
@@ -192,30 +198,36 @@ def _relaxation(cost: CostModel, penalty: float) -> float:
         keep = keep[np.argsort(-top[keep])[:PIECE_ROWS]]
         pos = -np.ones(n_tab, dtype=np.int64)
         pos[keep] = np.arange(len(keep))
-        opts = np.flatnonzero((pos[ot] >= 0) & (Ph[:, k] > 0))
-        add(np.concatenate([pos[ot[opts]], np.arange(len(keep))]),
-            np.concatenate([opts, np.full(len(keep), m0 + k)]),
-            np.concatenate([Ph[opts, k], -np.ones(len(keep))]), len(keep), 0.0)
+        coef = Ph[:, k] - per_rank_dp[:, k]
+        opts = np.flatnonzero((pos[ot] >= 0) & (coef > 0))
+        add(np.concatenate([pos[ot[opts]], np.arange(len(keep)), np.arange(len(keep))]),
+            np.concatenate([opts, np.full(len(keep), m0 + k), np.full(len(keep), d0 + k)]),
+            np.concatenate([coef[opts], -np.ones(len(keep)), np.ones(len(keep))]), len(keep), 0.0)
     # groups: Σ_{o ∈ g of table j} x_o − p_g ≤ 0
     pair = ot * G + og
     uniq, inv = np.unique(pair, return_inverse=True)
     add(np.concatenate([inv, np.arange(len(uniq))]), np.concatenate([np.arange(n_x), n_x + uniq % G]),
         np.concatenate([np.ones(n_x), -np.ones(len(uniq))]), len(uniq), 0.0)
     a_ub = coo_array((np.concatenate(vals), (np.concatenate(ri), np.concatenate(ci))), shape=(row, n_var)).tocsr()
-    a_eq = coo_array((np.ones(n_x), (ot, np.arange(n_x))), shape=(n_tab, n_var)).tocsr()
-    c = np.concatenate([np.zeros(n_x), fixed, np.ones(K)])
-    bounds = [(0, 1)] * (n_x + G) + [(0, None)] * K
-    res = linprog(c, A_ub=a_ub, b_ub=np.concatenate(ub), A_eq=a_eq, b_eq=np.ones(n_tab), bounds=bounds,
-                  method="highs")
+    # one option per table; D_k − Σ_{o DP} T[o, k]/W·x_o = 0
+    d_o, d_k = np.nonzero(per_rank_dp)
+    a_eq = coo_array((np.concatenate([np.ones(n_x), np.ones(K), -per_rank_dp[d_o, d_k]]),
+                      (np.concatenate([ot, n_tab + np.arange(K), n_tab + d_k]),
+                       np.concatenate([np.arange(n_x), d0 + np.arange(K), d_o]))), shape=(n_tab + K, n_var)).tocsr()
+    b_eq = np.concatenate([np.ones(n_tab), np.zeros(K)])
+    c = np.concatenate([np.zeros(n_x), fixed, np.ones(K), np.zeros(K)])
+    bounds = [(0, 1)] * (n_x + G) + [(0, None)] * (2 * K)
+    res = linprog(c, A_ub=a_ub, b_ub=np.concatenate(ub), A_eq=a_eq, b_eq=b_eq, bounds=bounds, method="highs")
     if res.status != 0:
         return 0.0
-    value = min(float(res.fun), _dual_value(res, np.concatenate(ub), n_x, G, c, a_ub, a_eq))
+    value = min(float(res.fun), _dual_value(res, np.concatenate(ub), b_eq, n_x, G, c, a_ub, a_eq))
     return max(0.0, (value + base) * scale * (1 - 1e-6))
 
 
-def _dual_value(res, b_ub: np.ndarray, n_x: int, G: int, c: np.ndarray, a_ub, a_eq) -> float:  # noqa: ANN001
+def _dual_value(res, b_ub: np.ndarray, b_eq: np.ndarray, n_x: int, G: int, c: np.ndarray, a_ub, a_eq,  # noqa: ANN001
+                ) -> float:
     """Weak duality with HiGHS's multipliers (y ≤ 0 on ≤ rows, z on the equalities): for every feasible point,
-    c·x ≥ b·y + Σ z + Σ_i min(red_i, 0)·u_i with red = c − Aᵀy − A_eqᵀz and u_i the variable's upper bound, so
+    c·x ≥ b·y + b_eq·z + Σ_i min(red_i, 0)·u_i with red = c − Aᵀy − A_eqᵀz and u_i the variable's upper bound, so
     solver tolerances cannot lift the value above the true LP minimum. The M_k are unbounded above: a reduced
     cost below −1e-9 voids the certificate (inf); tinier ones are charged at 10 × max(1, M_k)."""
     y, z = np.minimum(res.ineqlin.marginals, 0.0), res.eqlin.marginals
@@ -224,7 +236,7 @@ def _dual_value(res, b_ub: np.ndarray, n_x: int, G: int, c: np.ndarray, a_ub, a_
     if free.min() < -1e-9:
         return float("inf")
     m_cap = 10 * np.maximum(1.0, res.x[n_x + G:])
-    return float(b_ub @ y + z.sum() + np.minimum(box, 0.0).sum() + (np.minimum(free, 0.0) * m_cap).sum())
+    return float(b_ub @ y + b_eq @ z + np.minimum(box, 0.0).sum() + (np.minimum(free, 0.0) * m_cap).sum())
 
 
 def _demotion_seconds(cost: CostModel) -> tuple[float, float]:

@@ -31,20 +31,15 @@ import yaml
 from embedding.generate import WorkloadGenerator
 from embedding.spec import AccessSpec, PoolingSpec, TableSpec, WorkloadSpec
 
+from .calibrate import fit_latency_bandwidth as fit
 from .timing import time_calls
 
-__all__ = ["measure", "fit", "main"]
+__all__ = ["measure", "main"]
 
 DIMS = (16, 64, 128, 256)
 BATCHES = (2048, 16384)
 POOLING = 32
 ACCESS = {"uniform": AccessSpec("uniform"), "zipf1.05": AccessSpec("zipf", 1.05)}
-
-
-def fit(nbytes: np.ndarray, secs: np.ndarray) -> tuple[float, float]:
-    """Least squares of secs = c + bytes / bw; returns (c seconds ≥ 0, bw bytes/s)."""
-    slope, intercept = np.polyfit(nbytes, secs, 1)
-    return max(float(intercept), 0.0), float(1.0 / max(slope, 1e-18))
 
 
 def _indices(rows: int, dim: int, batch: int, access: AccessSpec, seed: int) -> np.ndarray:

@@ -4,7 +4,8 @@ import pytest
 import torch
 import yaml
 
-from benchmarks.device_bw import fit, main, measure
+from benchmarks.calibrate import fit_latency_bandwidth as fit
+from benchmarks.device_bw import main, measure
 
 
 def test_fit_recovers_bandwidth_and_per_call_cost():

@@ -21,6 +21,7 @@ import numpy as np
 
 from embedding.spec import TableSpec
 from sharding.layouts import column_splits, row_ranges, row_sizes, table_plan
+from sharding.lns import loads_of
 from sharding.plan import ShardingPlan, ShardingType
 from sharding.search import HOT_RANKS, STYPES, Loads, Piece, Resources, _better, best_of, local_search
 
@@ -203,21 +204,12 @@ class Builder:
 
 def repolish(builder: Builder, plan: ShardingPlan, deadline: float = float("inf")) -> ShardingPlan:
     """Local search over the movable (TW, CW) shards of any plan, keeping types and tiers."""
-    topo, cost = builder.topo, builder.cost
-    state = Loads(builder.res, topo, {tp.sharding_type for tp in plan.tables.values()})
-    pieces, layout = [], {}
     saved = builder.tiers
     builder.tiers = {n: (tp.shards[0].tier, tp.shards[0].cache_fraction) for n, tp in plan.tables.items()}
     try:
-        for name, tp in plan.tables.items():
-            t = cost.tables[name]
-            movable = tp.sharding_type in (TW, CW)
-            layout[name] = (tp.sharding_type, [] if movable else [s.rank for s in tp.shards])
-            for s in tp.shards:
-                v, m = builder.shard(t, tp.sharding_type, s.rows, s.cols)
-                state.put(s.rank, tp.sharding_type, v, m)
-                if movable:
-                    pieces.append(Piece(name, tp.sharding_type, v, m, s.rank))
+        state, pieces = loads_of(builder.res, plan)
+        layout = {name: (tp.sharding_type, [] if tp.sharding_type in (TW, CW) else [s.rank for s in tp.shards])
+                  for name, tp in plan.tables.items()}
         return builder.finish(state, pieces, layout, deadline)
     finally:
         builder.tiers = saved

@@ -299,7 +299,7 @@ def write_yaml(out: str, lookups: list[list[dict]], comm: dict[str, list[dict]],
     opt_call_s, opt_bw = _fit_points(dense, "bytes", "secs")
     overhead = stage_overheads(stage)
     stage_bw = stage_bandwidths(stage, stage_bytes["bytes"])
-    other = step_overhead(stage, stage_bytes.get("steps", {}))
+    other = step_overhead(stage, stage_bytes["steps"])
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     date = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     host = socket.gethostname()
@@ -343,7 +343,7 @@ def write_yaml(out: str, lookups: list[list[dict]], comm: dict[str, list[dict]],
         "calibration": {"lookups": pts, "collectives": comm, "dense_optimizer": dense,
                         "torchrec_stages_s": stage, "torchrec_stage_bytes": stage_bytes["bytes"],
                         "torchrec_stage_rounds_s": stage_bytes["rounds"],
-                        "torchrec_step_s": stage_bytes.get("steps", {})},
+                        "torchrec_step_s": stage_bytes["steps"]},
     }
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,8 @@
 """Lower bounds on the cost of any plan our options can express, for a workload and topology.
 
-`lower_bound(CostModel)` is the larger of two valid bounds: the linear-programming relaxation below and the simple
-bound after it (kept as a floor and for TorchRec's rating, which is the slowest rank's summed shard perf).
+`lower_bound(CostModel)` is the largest of three valid bounds: the linear-programming relaxation below, the simple
+bound after it (kept as a floor and for TorchRec's rating, which is the slowest rank's summed shard perf), and the
+relaxation strengthened by `sharding.bound_cut` (groups present or absent, the hottest table's rank written out).
 
 The relaxation follows `CostModel._assemble`: step = base + Σ_g fixed_g·[group g present] + Σ_k max_r L[k, r],
 k running over the forward, backward and optimizer work and each collective (group, pass, op). Every table j picks
@@ -24,7 +25,8 @@ The simple bound: per-rank cost is a sum of shard costs plus non-negative latenc
   (a) the average load: Σ_j (least total work of table j over TW, DP, CW(k), TWRW, RW, all in the fast tier)
       + the least extra time of the rows that cannot fit the fast tier, all over W ranks; and
   (b) the largest piece: max_j (over the same options, the least cost of the table's largest shard);
-plus, with more than one rank, the latency of the collective calls the slowest rank must take part in.
+plus, with more than one rank, the latency of the collective calls the slowest rank must take part in, plus the
+step's time outside the embedding stages (`Topology.step_overhead`, in the relaxations' base too).
 The tier term is a fractional knapsack: the fast tier of all ranks holds at most its usable bytes, weights beyond
 it (optimizer state may live in the slow tier for free) must be read from the next tier. Each table's penalty,
 non-decreasing in the share demoted, is replaced by the convex minorant of a step function below it (valid for
@@ -39,6 +41,7 @@ from scipy.optimize import linprog
 from scipy.sparse import coo_array
 
 from embedding.spec import DTYPE_BYTES
+from sharding.bound_cut import hot_rank_cut
 from sharding.cost import CostModel
 from sharding.layouts import column_splits, row_sizes
 from sharding.plan import ShardingType
@@ -59,19 +62,23 @@ class LowerBound:
     world_size: int
     latency: float = 0.0  # one collective's latency per pass: the slowest rank holds a shard, so it takes part
     relaxation: float = 0.0  # the LP relaxation's value (0: not computed)
+    step_overhead: float = 0.0  # `Topology.step_overhead`: every plan's step has it
+    cut: float = 0.0  # `sharding.bound_cut`'s MILP bound (0: not computed)
 
     @property
     def simple(self) -> float:
-        return max(self.average + self.tier_penalty / self.world_size, self.largest_piece) + self.latency
+        return (max(self.average + self.tier_penalty / self.world_size, self.largest_piece) + self.latency
+                + self.step_overhead)
 
     @property
     def value(self) -> float:
-        return max(self.simple, self.relaxation)
+        return max(self.simple, self.relaxation, self.cut)
 
     def to_dict(self) -> dict[str, float]:
-        return {"lower_bound_s": self.value, "relaxation_s": self.relaxation, "simple_s": self.simple,
+        return {"lower_bound_s": self.value, "relaxation_s": self.relaxation, "cut_s": self.cut, "simple_s": self.simple,
                 "average_s": self.average, "tier_penalty_s": self.tier_penalty,
-                "largest_piece_s": self.largest_piece, "latency_s": self.latency}
+                "largest_piece_s": self.largest_piece, "latency_s": self.latency,
+                "step_overhead_s": self.step_overhead}
 
 
 def _table_terms(cost: CostModel | TorchRecCostModel, name: str) -> tuple[float, float, float, float]:
@@ -122,12 +129,42 @@ def _option_shards(cost: CostModel, t) -> list[tuple[ShardingType, list[tuple[in
     return out
 
 
-def _relaxation(cost: CostModel, penalty: float) -> float:
-    """The LP relaxation's value (see the module docstring); 0.0 if HiGHS does not solve it."""
+@dataclass
+class _Relax:
+    """The relaxation in normalised units (seconds / `scale`): `a_ub`·v ≤ `b_ub`, `a_eq`·v = `b_eq`, bounds
+    `lo` ≤ v ≤ `hi`, minimise `c`·v; v = (x per option, p per group, M per resource, D per resource). Kept for
+    `sharding.bound_cut`, which extends it: per option its group `og` and table `ot`, totals `T`; per piece kind
+    (an option's shards of one size) its option `ko`, count `kn` and one piece's loads `V`; per group its
+    per-holder work `hold`."""
+
+    a_ub: object
+    b_ub: np.ndarray
+    a_eq: object
+    b_eq: np.ndarray
+    c: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    n_x: int
+    G: int
+    K: int
+    scale: float
+    base: float
+    T: np.ndarray
+    V: np.ndarray
+    ko: np.ndarray
+    kn: np.ndarray
+    og: np.ndarray
+    ot: np.ndarray
+    hold: np.ndarray
+    groups: list[ShardingType]
+
+
+def _build(cost: CostModel, penalty: float) -> _Relax:
+    """The LP of the module docstring."""
     topo, wl = cost.topology, cost.workload
     w, fast, groups = topo.world_size, topo.fast.name, list(ShardingType)
     keys: dict[tuple, int] = {"fwd": 0, "bwd": 1, "opt": 2}  # type: ignore[dict-item]
-    tots, pieces, opt_group, opt_table = [], [], [], []
+    tots, pieces, opt_group, opt_table, kinds = [], [], [], [], []
     for j, t in enumerate(wl.tables):
         for st, shards in _option_shards(cost, t):
             tot: dict[int, float] = {}
@@ -138,6 +175,7 @@ def _relaxation(cost: CostModel, penalty: float) -> float:
                 for p, op, secs in cost.message_times(t, st, rows, cols):
                     k = keys.setdefault((st, p, op), len(keys))
                     v[k] = v.get(k, 0.0) + secs
+                kinds.append((len(tots), n, v))
                 for k, x in v.items():
                     tot[k] = tot.get(k, 0.0) + n * x
                     piece[k] = max(piece.get(k, 0.0), x)
@@ -146,10 +184,12 @@ def _relaxation(cost: CostModel, penalty: float) -> float:
             opt_group.append(groups.index(st))
             opt_table.append(j)
     K, n_x, G = len(keys), len(tots), len(groups)
-    T, P = np.zeros((n_x, K)), np.zeros((n_x, K))
+    T, P, V = np.zeros((n_x, K)), np.zeros((n_x, K)), np.zeros((len(kinds), K))
     for o in range(n_x):
         T[o, list(tots[o])] = list(tots[o].values())
         P[o, list(pieces[o])] = list(pieces[o].values())
+    for q, (_, _, v) in enumerate(kinds):
+        V[q, list(v)] = list(v.values())
     base_lat, base_work = cost._fixed({}, w)
     base = float(base_lat + base_work.max(axis=1).sum())
     fixed, hold = np.zeros(G), np.zeros((G, K))
@@ -157,12 +197,13 @@ def _relaxation(cost: CostModel, penalty: float) -> float:
         lat, work = cost._fixed({st: set()}, w)
         fixed[g] = float(lat + work.max(axis=1).sum()) - base
         hold[g, :3] = cost._fixed({st: {0}}, w)[1][:, 0] - work[:, 0]
+    base += topo.step_overhead  # every plan's step has it
     pen = np.zeros(K)
     if penalty > 0:
         f, b = _demotion_seconds(cost)
         pen[0], pen[1] = penalty * f / (f + b), penalty * b / (f + b)
     scale = max(float(T.min(axis=0).sum() / w + fixed.min() + base), 1e-30)  # work in units near 1
-    T, P, fixed, hold, pen, base = T / scale, P / scale, fixed / scale, hold / scale, pen / scale, base / scale
+    T, P, V, fixed, hold, pen, base = T / scale, P / scale, V / scale, fixed / scale, hold / scale, pen / scale, base / scale
     og, ot = np.array(opt_group), np.array(opt_table)
     m0, d0, n_var = n_x + G, n_x + G + K, n_x + G + 2 * K  # variables: x (options), p (groups), M, D (resources)
     dp = og == groups.index(DP)
@@ -216,12 +257,24 @@ def _relaxation(cost: CostModel, penalty: float) -> float:
                        np.concatenate([np.arange(n_x), d0 + np.arange(K), d_o]))), shape=(n_tab + K, n_var)).tocsr()
     b_eq = np.concatenate([np.ones(n_tab), np.zeros(K)])
     c = np.concatenate([np.zeros(n_x), fixed, np.ones(K), np.zeros(K)])
-    bounds = [(0, 1)] * (n_x + G) + [(0, None)] * (2 * K)
-    res = linprog(c, A_ub=a_ub, b_ub=np.concatenate(ub), A_eq=a_eq, b_eq=b_eq, bounds=bounds, method="highs")
+    lo = np.zeros(n_var)
+    hi = np.concatenate([np.ones(n_x + G), np.full(2 * K, np.inf)])
+    return _Relax(a_ub, np.concatenate(ub), a_eq, b_eq, c, lo, hi, n_x, G, K, scale, base, T, V,
+                  np.array([q[0] for q in kinds]), np.array([q[1] for q in kinds]), og, ot, hold, groups)
+
+
+def _relaxation(cost: CostModel, penalty: float) -> float:
+    """The LP relaxation's value (see the module docstring); 0.0 if HiGHS does not solve it."""
+    return _solve_lp(_build(cost, penalty))
+
+
+def _solve_lp(r: _Relax) -> float:
+    bounds = list(zip(r.lo, [None if np.isinf(u) else u for u in r.hi], strict=True))
+    res = linprog(r.c, A_ub=r.a_ub, b_ub=r.b_ub, A_eq=r.a_eq, b_eq=r.b_eq, bounds=bounds, method="highs")
     if res.status != 0:
         return 0.0
-    value = min(float(res.fun), _dual_value(res, np.concatenate(ub), b_eq, n_x, G, c, a_ub, a_eq))
-    return max(0.0, (value + base) * scale * (1 - 1e-6))
+    value = min(float(res.fun), _dual_value(res, r.b_ub, r.b_eq, r.n_x, r.G, r.c, r.a_ub, r.a_eq))
+    return max(0.0, (value + r.base) * r.scale * (1 - 1e-6))
 
 
 def _dual_value(res, b_ub: np.ndarray, b_eq: np.ndarray, n_x: int, G: int, c: np.ndarray, a_ub, a_eq,  # noqa: ANN001
@@ -285,7 +338,7 @@ def _tier_penalty(cost: CostModel) -> float:
 
 
 def lower_bound(cost: CostModel | TorchRecCostModel, relax: bool = True) -> LowerBound:
-    """The bound for our cost model (with `relax`, the LP relaxation too), or (given a `TorchRecCostModel`) for TorchRec's rating, which has neither
+    """The bound for our cost model (with `relax`, the LP relaxation and the MILP cut too), or (given a `TorchRecCostModel`) for TorchRec's rating, which has neither
     latency nor a tier term (its slower kernels only add time, so all-fast work still bounds it).
 
     Latency: a plan with a data-parallel table puts a replica on every rank, so each rank takes part in at least
@@ -305,5 +358,8 @@ def lower_bound(cost: CostModel | TorchRecCostModel, relax: bool = True) -> Lowe
     no_dp_terms = [(c, d) for _, _, c, d in all_terms]
     no_dp = LowerBound(sum(a for a, _ in no_dp_terms) / w, penalty, max(b for _, b in no_dp_terms), w,
                        lat * (2 if wl.train else 1))
-    simple = min(with_dp, no_dp, key=lambda b: b.value)
-    return replace(simple, relaxation=_relaxation(cost, penalty)) if relax else simple
+    simple = replace(min(with_dp, no_dp, key=lambda b: b.value), step_overhead=topo.step_overhead)
+    if not relax:
+        return simple
+    model = _build(cost, penalty)
+    return replace(simple, relaxation=_solve_lp(model), cut=hot_rank_cut(model, w))

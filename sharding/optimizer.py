@@ -22,9 +22,10 @@ refinement for small instances, and a final choice that never loses to a baselin
    `TREC_SLACK` of the best TorchRec rating (the two models disagree on, e.g., data-parallel's worth, so a plan
    best on one can be poor on the other). If nothing packs, every table goes row-wise over all ranks, which spreads
    memory evenly: when even that does not fit, no plan does.
-7. The picked plan then gets exact two-rank re-splits of its movable shards (`sharding.lns`, on instances of at
-   most `PAIR_TABLES` tables); the result replaces it only if it costs less by our model and rates no worse by
-   TorchRec's, so the pick's guarantees hold.
+7. The picked plan then gets p-norm moves and swaps (`sharding.lns.flatten`, on instances of at most
+   `ATTEMPT_TABLES` tables) and exact two-rank re-splits of its movable shards (`sharding.lns`, on instances of
+   at most `PAIR_TABLES` tables), TorchRec's per-rank perf capped at the pick's rating; the result replaces it
+   only if it costs less by our model and rates no worse by TorchRec's, so the pick's guarantees hold.
 """
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ from sharding.baselines import BASELINES
 from sharding.bounds import lower_bound
 from sharding.cost import CostModel, MissCurve
 from sharding.layouts import row_ranges
-from sharding.lns import PAIR_EVALS, refine_plan
+from sharding.lns import FLAT_ITERS, PAIR_EVALS, refine_plan
 from sharding.milp import MilpStats, milp_refine
 from sharding.pack import Builder, NoFit, repolish
 from sharding.packing import Bins, no_room
@@ -166,7 +167,9 @@ def optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[st
         label, ours, rating, plan = min(near, key=lambda x: (x[1], x[2]))
     stats.candidates = [(lab, a, b) for lab, a, b, _ in scored]
     n = len(workload.tables)
-    refined = refine_plan(builder.res, plan, min(PAIR_EVALS, PAIR_WORK // n), deadline) if n <= PAIR_TABLES else None
+    flat = FLAT_ITERS if n <= ATTEMPT_TABLES else 0  # p-norm moves and swaps first, on small instances only
+    refined = refine_plan(builder.res, plan, min(PAIR_EVALS, PAIR_WORK // n), deadline, flat) if n <= PAIR_TABLES \
+        else None
     if refined is not None:  # after the pick, so it cannot change which plan wins: it only lowers that plan's cost
         a, b = cost.plan_cost(refined), trec.plan_cost(refined)
         if a < ours * (1 - 1e-12) and b <= rating * (1 + 1e-12):

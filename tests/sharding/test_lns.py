@@ -30,8 +30,8 @@ def _setup(wl: PlanWorkload, topo) -> tuple[CostModel, TorchRecCostModel, Builde
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tables(max_count=20), st.one_of(topologies(), topologies().map(_with_overheads)),
-       st.sampled_from([0.25, 1.0]), st.booleans())
-def test_pair_resplits_never_worsen_a_plan_and_keep_it_valid(ts, topo, theta, dp) -> None:  # noqa: ANN001
+       st.sampled_from([0.25, 1.0]), st.booleans(), st.sampled_from([0, 30]))
+def test_pair_resplits_never_worsen_a_plan_and_keep_it_valid(ts, topo, theta, dp, flat) -> None:  # noqa: ANN001
     wl = PlanWorkload(ts, 512, "train")
     cost, trec, b = _setup(wl, topo)
     try:
@@ -41,7 +41,7 @@ def test_pair_resplits_never_worsen_a_plan_and_keep_it_valid(ts, topo, theta, dp
     state, _ = loads_of(b.res, plan)  # the decomposition the step prices is the plan's cost
     assert abs(float(state.const + state.L[:-1].max(axis=1).sum()) + topo.step_overhead - cost.plan_cost(plan)) \
         <= 1e-9 * cost.plan_cost(plan)
-    refined = refine_plan(b.res, plan, 200)
+    refined = refine_plan(b.res, plan, 200, flat_iters=flat)  # flat > 0: p-norm moves and swaps first
     event("re-split" if refined is not None else "left as is")
     if refined is None:
         return
@@ -64,3 +64,19 @@ def test_pair_resplits_lower_the_step_of_the_100_table_packing() -> None:
     validate_plan(refined, wl, topo, cost)
     assert cost.plan_cost(refined) < cost.plan_cost(plan) * (1 - 1e-3)
     assert trec.plan_cost(refined) <= trec.plan_cost(plan) * (1 + 1e-9)
+
+
+def test_flatten_then_pairs_go_below_pairs_alone_on_the_100_table_pick() -> None:
+    """random100/16's picked packing: the pairs alone stall (every move leaves some maximum in place); p-norm moves
+    first reach a lower step, TorchRec's rating capped at the packing's."""
+    from sharding.tablesets import load_tables
+    wl = PlanWorkload(load_tables("random:100:1"), 512)
+    topo = load_topology("dgx_h100_x2", 16)
+    cost, trec, b = _setup(wl, topo)
+    b.iters = 100
+    plan = b.pack(0.5, 0.5, True, False, twrw_first=True)
+    pairs, both = refine_plan(b.res, plan, 300), refine_plan(b.res, plan, 300, flat_iters=200)
+    assert pairs is not None and both is not None
+    validate_plan(both, wl, topo, cost)
+    assert cost.plan_cost(both) < cost.plan_cost(pairs)
+    assert trec.plan_cost(both) <= trec.plan_cost(plan) * (1 + 1e-9)

@@ -3,6 +3,7 @@ TorchRec's estimate of the same plan, feasibility.
 
   .venv/bin/python -m benchmarks.plan_bench                      # all sets; TorchRec's planner on criteo only
   .venv/bin/python -m benchmarks.plan_bench --torchrec all --torchrec-timeout 120 --out results/plan_bench.jsonl
+  .venv/bin/python -m benchmarks.plan_bench --anneal 200     # also ours with the opt-in long search (minutes)
 TorchRec's planner runs in a child process killed at the timeout, reported as "no plan in X s".
 """
 from __future__ import annotations
@@ -64,7 +65,7 @@ def _torchrec(tables: str, hw: str, ranks: int, batch: int, timeout: float) -> t
         p.join()
 
 
-def run_set(label: str, run_torchrec: bool, timeout: float, estimate: bool) -> list[dict[str, Any]]:
+def run_set(label: str, run_torchrec: bool, timeout: float, estimate: bool, anneal: int = 0) -> list[dict[str, Any]]:
     from sharding.plan import ShardingPlan
     from sharding.torchrec_adapter import torchrec_estimate
 
@@ -76,7 +77,7 @@ def run_set(label: str, run_torchrec: bool, timeout: float, estimate: bool) -> l
     bound = lower_bound(cost)
     lb, bound_wall = bound.value, time.perf_counter() - t0
     rows = []
-    names = ["ours", *BASELINES] + (["torchrec"] if run_torchrec else [])
+    names = ["ours", *([f"ours+anneal {anneal}M"] if anneal else []), *BASELINES] + (["torchrec"] if run_torchrec else [])
     for name in names:
         row: dict[str, Any] = {"set": label, "optimizer": name, "tables": len(wl.tables), "ranks": ranks,
                                "bound_parts_ms": {k: bound.to_dict()[f"{k}_s"] * 1e3
@@ -91,7 +92,8 @@ def run_set(label: str, run_torchrec: bool, timeout: float, estimate: bool) -> l
                 plan = ShardingPlan.from_dict(payload)
             else:
                 stats = OptimizeStats()
-                plan = optimize(wl, topo, stats=stats) if name == "ours" else BASELINES[name](wl, topo)
+                plan = (optimize(wl, topo, stats=stats, anneal=anneal if name != "ours" else 0)
+                        if name.startswith("ours") else BASELINES[name](wl, topo))
                 wall = time.perf_counter() - t0
                 if name == "ours" and stats.milp is not None:
                     m = stats.milp
@@ -122,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--torchrec-timeout", type=float, default=60.0)
     ap.add_argument("--no-estimate", action="store_true", help="skip TorchRec's estimator on each plan")
     ap.add_argument("--out", default=None, help="append metric records (JSON lines) here")
+    ap.add_argument("--anneal", type=int, default=0, metavar="N",
+                    help="also run ours with N million proposals of the opt-in long search (sharding.anneal)")
     args = ap.parse_args(argv)
     print("ratio LB: cost / lower bound; balanced: the same shards with every resource (compute, each collective) at\n"
           "its mean over ranks, / lower bound (the rest of the ratio is imbalance: CostModel.resource_loads)")
@@ -130,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     records = []
     for label in args.sets:
         trec = args.torchrec == "all" or (args.torchrec == "criteo" and label.startswith("criteo"))
-        rows = run_set(label, trec, args.torchrec_timeout, not args.no_estimate)
+        rows = run_set(label, trec, args.torchrec_timeout, not args.no_estimate, args.anneal)
         parts = rows[0]["bound_parts_ms"]
         print(f"{label}: lower bound {max(parts.values()):.4f} ms = max(simple {parts['simple']:.4f}, LP "
               f"{parts['relaxation']:.4f}, MILP cut {parts['cut']:.4f}), computed in {rows[0]['bound_wall_s']:.2f} s")

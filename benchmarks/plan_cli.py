@@ -35,9 +35,9 @@ OPTIMIZERS = ["ours", "torchrec", *BASELINES]
 
 
 def make_plan(optimizer: str, wl: PlanWorkload, topo: Any, time_limit: float = 1.0,
-              torchrec_timeout: int | None = None) -> ShardingPlan:
+              torchrec_timeout: int | None = None, anneal: int = 0) -> ShardingPlan:
     if optimizer == "ours":
-        return optimize(wl, topo, time_limit=time_limit)
+        return optimize(wl, topo, time_limit=time_limit, anneal=anneal)
     if optimizer == "torchrec":
         from sharding.torchrec_adapter import run_torchrec_planner
         return run_torchrec_planner(wl, topo, timeout_s=torchrec_timeout)
@@ -97,7 +97,7 @@ def _plan(args: argparse.Namespace) -> int:
     topo = load_topology(args.hardware, args.ranks)
     wl = PlanWorkload(load_tables(args.tables), args.batch_size, args.mode)
     t0 = time.perf_counter()
-    plan = make_plan(args.optimizer, wl, topo, args.time_limit, args.torchrec_timeout)
+    plan = make_plan(args.optimizer, wl, topo, args.time_limit, args.torchrec_timeout, args.anneal)
     wall = time.perf_counter() - t0
     cost = CostModel(wl, topo)
     validate_plan(plan, wl, topo, cost)
@@ -199,6 +199,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="ours")
     p.add_argument("--out", required=True, help="plan JSON to write")
     p.add_argument("--time-limit", type=float, default=0.8, help="ours: seconds of search")
+    p.add_argument("--anneal", type=int, default=0, metavar="N",
+                   help="ours: N million proposals of the opt-in long search (sharding.anneal; about 5 M/s here)")
     p.add_argument("--torchrec-timeout", type=int, default=None, help="torchrec: planner timeout (s)")
     p.add_argument("--no-torchrec-estimate", action="store_true", help="skip TorchRec's estimate of the plan")
     c = sub.add_parser("compare", help="compare plans for one workload")

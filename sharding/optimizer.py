@@ -26,6 +26,9 @@ refinement for small instances, and a final choice that never loses to a baselin
    `ATTEMPT_TABLES` tables) and exact two-rank re-splits of its movable shards (`sharding.lns`, on instances of
    at most `PAIR_TABLES` tables), TorchRec's per-rank perf capped at the pick's rating; the result replaces it
    only if it costs less by our model and rates no worse by TorchRec's, so the pick's guarantees hold.
+8. Opt-in (`anneal` million proposals, `dlrmbench plan --anneal N`): simulated annealing of the pick's placement
+   and of a packing whose types are the lower bound's MILP's (`sharding.anneal`), under the same acceptance rule
+   (less cost by ours, TorchRec's rating no higher than the pick's). Seconds to minutes instead of < 1 s.
 """
 from __future__ import annotations
 
@@ -33,6 +36,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from sharding.anneal import anneal_plan, milp_types, seeded_builder
 from sharding.baselines import BASELINES
 from sharding.bounds import lower_bound
 from sharding.cost import CostModel, MissCurve
@@ -62,6 +66,8 @@ TREC_FIRST = 1.02  # ... unless the best-rated by TorchRec costs ≤ 2% more by 
 PAIR_TABLES = 600  # exact two-rank re-splits of the picked plan on instances up to this many tables: on 856
 # tables / 128 ranks, 116 evaluations gained nothing and 1000 gained 0.1% for 0.35 s (the 1 s target has no room)
 PAIR_WORK = 100_000  # their budget: min(PAIR_EVALS, this / tables) pair evaluations
+ANNEAL_MILP_S = 30.0  # step 8: time cap of the bound MILP that picks the second start's types
+SEEDED_ITERS = 1000  # step 8: local-search budget of that start's packing
 TREC_LEAN = (1.2, 1.5)  # extra packings with TorchRec's term weighted this much more (≤ ATTEMPT_TABLES tables)
 
 
@@ -77,12 +83,13 @@ class OptimizeStats:
 
 def optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[str, MissCurve] | None = None,
              time_limit: float = SAFETY_CAP_S, stats: OptimizeStats | None = None,
-             milp_time_limit: float | None = None, search_iters: int | None = None) -> ShardingPlan:
+             milp_time_limit: float | None = None, search_iters: int | None = None, anneal: int = 0) -> ShardingPlan:
     """Plan `workload` on `topology`; raises `PlanError` (naming the table and shortfall) when no plan exists.
     `miss_curves` (table -> miss-ratio curve) prices cached tables. Iteration budgets decide the plan
     (`search_iters` per local search, default `SEARCH_ITERS`; the MILP's node limit), so a plan is the same on
     any machine; `time_limit` and `milp_time_limit` are safety caps only (the MILP runs on instances below
-    `MILP_MAX_VARS` binaries)."""
+    `MILP_MAX_VARS` binaries). `anneal` > 0: that many million proposals of the opt-in long search
+    (`sharding.anneal`, step 8; not under `time_limit`)."""
     start = time.perf_counter()
     deadline = start + time_limit
     stats = stats if stats is not None else OptimizeStats()
@@ -175,7 +182,32 @@ def optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[st
         if a < ours * (1 - 1e-12) and b <= rating * (1 + 1e-12):
             stats.candidates.append((f"{label} + pairs", a, b))
             label, plan = f"{label} + pairs", refined
+    if anneal > 0:
+        label, plan = _anneal(builder, cost, trec, label, plan, rating, anneal * 1_000_000, stats)
     stats.chosen = label
     stats.wall_s = time.perf_counter() - start
     plan.optimizer = "ours"
     return plan
+
+
+def _anneal(builder: Builder, cost: CostModel, trec: TorchRecCostModel, label: str, plan: ShardingPlan,
+            rating: float, proposals: int, stats: OptimizeStats) -> tuple[str, ShardingPlan]:
+    """Step 8 (opt-in): anneal the pick and a packing with the bound MILP's types, half the proposals each; keep the
+    result with the least cost by our model among those that rate no worse than the pick by TorchRec's."""
+    starts = [(label, plan)]
+    choice = milp_types(builder.res, ANNEAL_MILP_S)
+    if choice is not None:
+        try:
+            seeded = seeded_builder(builder, choice)
+            seeded.iters = SEEDED_ITERS
+            starts.append(("pack of the bound MILP's types", seeded.pack(1.0, 0.5, True, False)))
+        except NoFit:
+            pass
+    ours = cost.plan_cost(plan)
+    for lab, start in starts:
+        got = anneal_plan(builder.res, start, proposals // len(starts), t_cap=rating) or start
+        a, b = cost.plan_cost(got), trec.plan_cost(got)
+        stats.candidates.append((f"{lab} + anneal", a, b))
+        if a < ours * (1 - 1e-12) and b <= rating * (1 + 1e-12):
+            label, plan, ours = f"{lab} + anneal", got, a
+    return label, plan

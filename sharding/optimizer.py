@@ -36,7 +36,6 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from sharding.anneal import STAGES, anneal_plan, milp_types, seeded_builder
 from sharding.baselines import BASELINES
 from sharding.bounds import lower_bound
 from sharding.cost import CostModel, MissCurve
@@ -195,6 +194,7 @@ def _anneal(builder: Builder, cost: CostModel, trec: TorchRecCostModel, label: s
     """Step 8 (opt-in): two starts, the pick and a packing with the bound MILP's types, each annealed with an eighth
     of the proposals; the start whose probe is better (least cost by our model among those TorchRec rates no worse
     than the pick) is annealed again with the rest. The result replaces the pick under the same rule."""
+    from sharding.anneal import STAGES, anneal_plan, milp_types, seeded_builder  # numba: only when asked for
     starts = [(label, plan)]
     choice = milp_types(builder.res, ANNEAL_MILP_S)
     if choice is not None:

@@ -39,6 +39,8 @@ SETS = {
 
 
 def _torchrec_child(q: Any, tables: str, hw: str, ranks: int, batch: int) -> None:
+    import torchrec.distributed.planner  # noqa: F401  (imports are not planning time, as for ours)
+
     from sharding.torchrec_adapter import run_torchrec_planner
     wl = PlanWorkload(load_tables(tables), batch, "train")
     t0 = time.perf_counter()

@@ -15,8 +15,9 @@ refinement for small instances, and a final choice that never loses to a baselin
    a hot rank's largest table-wise pieces re-cut CW(k)/TWRW/DP (or CW merged back to TW) when that improves J,
    and the moves and swaps again. Iteration budgets (not the clock) end every step.
 5. Small instances (≤ `MILP_MAX_VARS` binaries): a MILP with the same objective (HiGHS, node-limited).
-6. The greedy baselines' plans, polished by the same search, are candidates too; on instances of at most
-   `ATTEMPT_TABLES` tables, so are packings with TorchRec's term weighted `TREC_LEAN` times more. Among candidates
+6. Where no packing beats every baseline on both models, the greedy baselines' plans polished by the same search
+   are candidates too; on instances of at most `ATTEMPT_TABLES` tables, so are packings with TorchRec's term
+   weighted `TREC_LEAN` times more. Among candidates
    no worse than every baseline on both models, the pick is the best TorchRec rating if it costs at most
    `TREC_FIRST` more by our model than our best, else the least cost by our model among those within
    `TREC_SLACK` of the best TorchRec rating (the two models disagree on, e.g., data-parallel's worth, so a plan
@@ -134,9 +135,13 @@ def optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[st
             baselines[name] = fn(workload, topology)
         except PlanError:
             continue
-    for name in ("greedy_size_lookups", "greedy_lookups", "greedy_size")[:max(0, budget - 2)]:
-        if name in baselines:
-            found.append((f"{name}+search", repolish(builder, baselines[name], deadline)))
+    rate = {id(p): (cost.plan_cost(p), trec.plan_cost(p)) for p in [*baselines.values(), *(p for _, p in found)]}
+    refs = [rate[id(p)] for p in baselines.values()]
+    if not any(all(rate[id(p)][0] <= a and rate[id(p)][1] <= b for a, b in refs) for _, p in found):
+        # no packing beats every baseline on both models: the best greedy plans, polished, are candidates too
+        for name in ("greedy_size_lookups", "greedy_lookups", "greedy_size")[:max(0, budget - 2)]:
+            if name in baselines:
+                found.append((f"{name}+search", repolish(builder, baselines[name], deadline)))
     found.extend(baselines.items())
     if not found:
         try:
@@ -148,7 +153,8 @@ def optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[st
                 for k, v in cost.shard_memory(t, builder.rw, rows, t.dim, *tiers[t.name]).items():
                     need[k] += v
             raise no_room(max(workload.tables, key=lambda t: t.bytes).name, Bins(topology), need) from None
-    scored = [(label, cost.plan_cost(p), trec.plan_cost(p), p) for label, p in found]
+    scored = [(label, *(rate[id(p)] if id(p) in rate else (cost.plan_cost(p), trec.plan_cost(p))), p)
+              for label, p in found]
     best = min(scored, key=lambda x: max(x[1] / lb[0], x[2] / lb[1]))
     cap = min(MILP_SAFETY_S, max(0.0, deadline - time.perf_counter()))
     if milp_time_limit is not None:

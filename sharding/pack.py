@@ -23,7 +23,7 @@ from embedding.spec import TableSpec
 from sharding.layouts import column_splits, row_ranges, row_sizes, table_plan
 from sharding.lns import loads_of
 from sharding.plan import ShardingPlan, ShardingType
-from sharding.search import HOT_RANKS, STYPES, Loads, Piece, Resources, _better, best_of, local_search
+from sharding.search import _TOL, HOT_RANKS, STYPES, Loads, Piece, Resources, _better, best_of, local_search
 
 __all__ = ["Builder", "NoFit", "repolish", "retype", "Option", "RETYPE_ROUNDS"]
 
@@ -247,13 +247,21 @@ def _place_new(state: Loads, st: ShardingType, v: np.ndarray, m: dict[str, float
     return taken
 
 
-def _try_split(state: Loads, shard: Shard, t: TableSpec) -> tuple[tuple[float, float], ShardingType, list[int],
-                                                                   list[Piece]] | None:
+def _try_split(state: Loads, shard: Shard, t: TableSpec, j0: float = np.inf,
+               ) -> tuple[tuple[float, float], ShardingType, list[int], list[Piece]] | None:
     """The re-cut of table t (its table-wise piece already taken off) with the least (J, secondary) once its new
-    shards are placed greedily, as (score, type, ranks, new movable pieces); None if no re-cut fits."""
+    shards are placed greedily, as (score, type, ranks, new movable pieces); None if no re-cut fits. Types whose
+    re-cut cannot reach J ≤ `j0` are not tried: new shards only raise the maxima, so J with the type's group
+    present and the maxima as they are now bounds every such re-cut from below (the caller keeps a re-cut only if
+    it beats j0, so skipping changes nothing)."""
     topo = state.topology
     w, h = topo.world_size, min(topo.ranks_per_host, topo.world_size)
     best: tuple | None = None
+    present = {STYPES[g] for g in np.flatnonzero(state.count.sum(axis=1) > 0)}
+    maxima = state.L.max(axis=1)
+
+    def hopeless(st: ShardingType) -> bool:
+        return float(state.res.score(maxima, state.res.const(present | {st}))[0]) > j0 * (1 + _TOL) + _TOL
 
     def keep(st: ShardingType, ranks: list[int], new: list[Piece]) -> None:
         nonlocal best
@@ -262,7 +270,7 @@ def _try_split(state: Loads, shard: Shard, t: TableSpec) -> tuple[tuple[float, f
         if best is None or score < best[0]:
             best = (score, st, ranks, new)
 
-    for k in [k for k in column_splits(t.dim) if k <= min(w, MAX_SPLIT)]:
+    for k in [k for k in column_splits(t.dim) if k <= min(w, MAX_SPLIT)] if not hopeless(CW) else []:
         snap = _snapshot(state)
         v, m = shard(t, CW, t.rows, t.dim // k)
         ranks = _place_new(state, CW, v, m, k)
@@ -271,13 +279,14 @@ def _try_split(state: Loads, shard: Shard, t: TableSpec) -> tuple[tuple[float, f
         _restore(state, snap)
     v, m = shard(t, DP, t.rows, t.dim)
     fast = topo.fast.name
-    if w > 1 and set(m) == {fast} and m[fast] * w <= DP_MEMORY * topo.usable(fast) and state.fits(m).all():
+    if w > 1 and set(m) == {fast} and m[fast] * w <= DP_MEMORY * topo.usable(fast) and state.fits(m).all() \
+            and not hopeless(DP):
         snap = _snapshot(state)
         for r in range(w):
             state.put(r, DP, v, m)
         keep(DP, list(range(w)), [])
         _restore(state, snap)
-    if h > 1 and topo.num_hosts > 1:
+    if h > 1 and topo.num_hosts > 1 and not hopeless(TWRW):
         shards = [shard(t, TWRW, b - a, t.dim) for a, b in row_ranges(t.rows, h)]
         for host in range(topo.num_hosts):
             ranks = list(range(host * h, host * h + h))
@@ -326,7 +335,7 @@ def retype(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, 
                 snap = _snapshot(state)
                 if p.st == TW:
                     state.take(a, TW, p.vec, p.mem)
-                    found = _try_split(state, shard, t)
+                    found = _try_split(state, shard, t, j0)
                     if found is not None and _better(*found[0], 0.0, j0, s0):
                         _, st, ranks, new = found
                         _apply(state, shard, t, st, ranks)

@@ -95,10 +95,8 @@ def _table_terms(cost: CostModel | TorchRecCostModel, name: str) -> tuple[float,
         if n >= 1:
             cs = [(cost.shard_cost(t, st, r, t.dim, fast).total, k) for r, k in row_sizes(t.rows, n)]
             work, piece = min(work, sum(c * k for c, k in cs)), min(piece, max(c for c, _ in cs))
-    work_dp, piece_dp = work, piece
-    if w > 1:
-        dp = cost.shard_cost(t, DP, t.rows, t.dim, fast).total
-        work_dp, piece_dp = min(work, dp * w), min(piece, dp)
+    dp = cost.shard_cost(t, DP, t.rows, t.dim, fast).total  # one rank too: a lone replica is a valid plan
+    work_dp, piece_dp = min(work, dp * w), min(piece, dp)
     return work_dp, piece_dp, work, piece
 
 
@@ -124,8 +122,7 @@ def _option_shards(cost: CostModel, t) -> list[tuple[ShardingType, list[tuple[in
     out += [(CW, [(t.rows, t.dim // k, k)]) for k in column_splits(t.dim) if k <= w]
     out += [(RW, [(r, t.dim, k) for r, k in row_sizes(t.rows, w)]),
             (TWRW, [(r, t.dim, k) for r, k in row_sizes(t.rows, h)])]
-    if w > 1:
-        out.append((DP, [(t.rows, t.dim, w)]))
+    out.append((DP, [(t.rows, t.dim, w)]))  # on one rank too: a lone replica is a valid plan
     return out
 
 

@@ -75,7 +75,7 @@ class Builder:
         tier, _ = self.tiers[t.name]
         sm = self.res.summary
         out: list[Option] = []
-        if allow_dp and w > 1 and tier == topo.fast.name:
+        if allow_dp and tier == topo.fast.name:  # one rank too: a lone replica (DDP) is valid
             dv, dm = self.shard(t, DP, t.rows, t.dim)
             if dm[tier] * w <= DP_MEMORY * topo.usable(tier):
                 out.append((DP, w, sm(dv) * w, float(sm(dv).max())))
@@ -279,7 +279,7 @@ def _try_split(state: Loads, shard: Shard, t: TableSpec, j0: float = np.inf,
         _restore(state, snap)
     v, m = shard(t, DP, t.rows, t.dim)
     fast = topo.fast.name
-    if w > 1 and set(m) == {fast} and m[fast] * w <= DP_MEMORY * topo.usable(fast) and state.fits(m).all() \
+    if set(m) == {fast} and m[fast] * w <= DP_MEMORY * topo.usable(fast) and state.fits(m).all() \
             and not hopeless(DP):
         snap = _snapshot(state)
         for r in range(w):

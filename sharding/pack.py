@@ -78,12 +78,14 @@ class Builder:
         if allow_dp and tier == topo.fast.name:  # one rank too: a lone replica (DDP) is valid
             dv, dm = self.shard(t, DP, t.rows, t.dim)
             if dm[tier] * w <= DP_MEMORY * topo.usable(tier):
-                out.append((DP, w, sm(dv) * w, float(sm(dv).max())))
+                sv = sm(dv)
+                out.append((DP, w, sv * w, float(sv.max())))
         if mu > 0:
             for k in [1] + [k for k in column_splits(t.dim) if k <= w]:
                 v, m = self.shard(t, TW if k == 1 else CW, t.rows, t.dim // k)
                 if fits(m):
-                    out.append((TW if k == 1 else CW, k, sm(v) * k, float(sm(v).max())))
+                    sv = sm(v)
+                    out.append((TW if k == 1 else CW, k, sv * k, float(sv.max())))
             if h > 1 and topo.num_hosts > 1:
                 shards = [(self.shard(t, TWRW, r, t.dim), k) for r, k in row_sizes(t.rows, h)]
                 if fits(shards[0][0][1]):
@@ -270,9 +272,16 @@ def _try_split(state: Loads, shard: Shard, t: TableSpec, j0: float = np.inf,
         if best is None or score < best[0]:
             best = (score, st, ranks, new)
 
+    cw_const, saved = state.res.const(present | {CW}), state.const
     for k in [k for k in column_splits(t.dim) if k <= min(w, MAX_SPLIT)] if not hopeless(CW) else []:
-        snap = _snapshot(state)
         v, m = shard(t, CW, t.rows, t.dim // k)
+        state.const = cw_const  # J of the first block on its best rank bounds the re-cut's J from below
+        first = state.place_scores(STYPES.index(CW), v)[0]
+        state.const = saved
+        ok = state.fits(m)
+        if not ok.any() or float(first[ok].min()) > j0 * (1 + _TOL) + _TOL:
+            continue
+        snap = _snapshot(state)
         ranks = _place_new(state, CW, v, m, k)
         if ranks is not None:
             keep(CW, ranks, [Piece(t.name, CW, v, m, r) for r in ranks])

@@ -194,6 +194,16 @@ class Loads(Bins):
 
 def best_of(j: np.ndarray, s: np.ndarray, q: np.ndarray, ok: np.ndarray) -> int:
     """Index minimising (J, secondary, ΔΣL²) lexicographically with a relative tolerance; −1 if none is ok."""
+    if len(j) <= 32:  # the same selection in plain Python: numpy's per-call cost dominates on few ranks
+        idx = [i for i, good in enumerate(ok.tolist()) if good]
+        if not idx:
+            return -1
+        jl, sl, ql = j.tolist(), s.tolist(), q.tolist()
+        jm = min(jl[i] for i in idx)
+        idx = [i for i in idx if jl[i] <= jm * (1 + _TOL) + _TOL]
+        sm = min(sl[i] for i in idx)
+        idx = [i for i in idx if sl[i] <= sm * (1 + _TOL) + _TOL]
+        return min(idx, key=lambda i: ql[i])
     if not ok.any():
         return -1
     j = np.where(ok, j, np.inf)

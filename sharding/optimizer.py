@@ -100,14 +100,14 @@ def optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[st
     stats.lower_bounds = lb
     iters = SEARCH_ITERS if search_iters is None else search_iters
     joint = Builder(Resources(cost, trec, lb), tiers, iters)
-    ours_only = Builder(Resources(cost, trec, (lb[0], lb[1] * 1e6)), tiers, iters)  # TorchRec's row ≈ 0
+    ours_only = Builder(Resources(cost, trec, (lb[0], lb[1] * 1e6), joint.res), tiers, iters)  # TorchRec's row ≈ 0
     builder = joint
     found: list[tuple[str, ShardingPlan]] = []
     attempts = [(joint, "", 0.5, 0.5, True, False, True), (joint, "", 1.0, 0.5, True, False, False),
                 (ours_only, " ours-only", 0.5, 0.5, True, False, True)]
     extra = 0  # TorchRec-leaning packings: outside the budget, on instances small enough that they cost ~0.1 s
     if len(workload.tables) <= ATTEMPT_TABLES:
-        lean = [Builder(Resources(cost, trec, (lb[0] * f, lb[1])), tiers, iters) for f in TREC_LEAN]
+        lean = [Builder(Resources(cost, trec, (lb[0] * f, lb[1]), joint.res), tiers, iters) for f in TREC_LEAN]
         attempts[1:1] = [(b, f" TorchRec×{f}", 0.5, 0.5, True, False, True) for b, f in zip(lean, TREC_LEAN, strict=True)]
         extra = len(lean)
     attempts += [(joint, "", theta, mu, dp, lw, tf) for mu in (0.5, 0.25, 0.1) for theta in (1.0, 0.5, 0.25)

@@ -33,7 +33,9 @@ HOT_RANKS, TRY_PIECES = 4, 6  # per iteration: ranks holding a row's maximum tri
 class Resources:
     """The rows of L for one cost model (plus TorchRec's), shard vectors and the fixed costs of groups."""
 
-    def __init__(self, cost: CostModel, trec: TorchRecCostModel, scale: tuple[float, float]) -> None:
+    def __init__(self, cost: CostModel, trec: TorchRecCostModel, scale: tuple[float, float],
+                 share: Resources | None = None) -> None:
+        """`share`: an instance for the same two models whose (unscaled) shard prices this one reuses."""
         self.cost, self.trec = cost, trec
         self.w = cost.topology.world_size
         coll = sorted({(st, p, op) for st in STYPES for p, op in COLLECTIVE_CALLS[st]
@@ -51,7 +53,7 @@ class Resources:
             _, w1 = cost._fixed({st: {0}}, self.w)
             _, w0 = cost._fixed({st: set()}, self.w)
             self.hold[i, :3] = w1[:, 0] - w0[:, 0]
-        self._memo: dict[tuple, tuple[np.ndarray, dict[str, float]]] = {}
+        self._memo: dict[tuple, tuple[np.ndarray, dict[str, float]]] = {} if share is None else share._memo
 
     def const(self, groups: set[ShardingType]) -> float:
         """Fixed seconds of the step with these groups present (same on every rank)."""

@@ -3,38 +3,32 @@ per-rank maximum within the cap, and are the same for the same seed; the bound M
 `optimize(anneal=…)` keeps the pick's guarantees."""
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from sharding import CostModel, PlanWorkload, load_topology, lower_bound, optimize, validate_plan
+from sharding import BASELINES, CostModel, PlanError, PlanWorkload, load_topology, optimize, validate_plan
 from sharding.anneal import anneal_plan, milp_types, seeded_builder
 from sharding.optimizer import OptimizeStats
-from sharding.pack import Builder, NoFit
-from sharding.search import Resources
+from sharding.pack import NoFit
 from sharding.tablesets import load_tables
-from sharding.tiers import assign_tiers
 from sharding.trec_cost import TorchRecCostModel
 from tests.sharding.conftest import tables, topologies
-from tests.sharding.test_lns import _with_overheads
+from tests.sharding.test_lns import _setup, _with_overheads
 
 
-def _builder(wl: PlanWorkload, topo) -> tuple[CostModel, TorchRecCostModel, Builder]:  # noqa: ANN001
-    cost, trec = CostModel(wl, topo), TorchRecCostModel(wl, topo)
-    lb = (lower_bound(cost, relax=False).value, lower_bound(trec).value)
-    return cost, trec, Builder(Resources(cost, trec, lb), assign_tiers(cost), 20)
-
-
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(tables(min_count=2, max_count=16), topologies(), st.sampled_from([0.25, 1.0]), st.integers(0, 3))
-def test_annealed_plans_are_valid_cheaper_and_within_the_cap(ts, topo, theta, seed) -> None:
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tables(min_count=2, max_count=16), topologies(), st.sampled_from(["pack", "round_robin", "random"]),
+       st.integers(0, 3))
+def test_annealed_plans_are_valid_cheaper_and_within_the_cap(ts, topo, start, seed) -> None:
     wl = PlanWorkload(ts, 512, "train")
-    cost, trec, b = _builder(wl, topo)
+    cost, trec, b = _setup(wl, topo)
     try:
-        plan = b.pack(theta, 0.5, True, False)
-    except NoFit:
+        plan = b.pack(0.5, 0.5, True, False) if start == "pack" else BASELINES[start](wl, topo)
+    except (NoFit, PlanError):
         return
     cap = trec.plan_cost(plan)
     got = anneal_plan(b.res, plan, 30_000, seed=seed)
+    event("annealed" if got is not None else "left as is")
     if got is None:
         return
     validate_plan(got, wl, topo, cost)
@@ -48,14 +42,14 @@ def test_annealed_plans_are_valid_cheaper_and_within_the_cap(ts, topo, theta, se
 def test_topologies_with_per_holder_costs_are_left_to_the_fast_search() -> None:
     wl = PlanWorkload(load_tables("random:20:2"), 512, "train")
     topo = _with_overheads(load_topology("dgx_h100", 8))
-    _, _, b = _builder(wl, topo)
+    _, _, b = _setup(wl, topo)
     assert anneal_plan(b.res, b.pack(0.5, 0.5, True, False), 10_000) is None
 
 
 def test_the_bound_milps_types_pack_into_a_valid_plan() -> None:
     wl = PlanWorkload(load_tables("random:40:4"), 512, "train")
     topo = load_topology("dgx_h100_x2", 16)
-    cost, _, b = _builder(wl, topo)
+    cost, _, b = _setup(wl, topo)
     choice = milp_types(b.res, 10.0)
     assert choice is not None and set(choice) == {t.name for t in wl.tables}
     plan = seeded_builder(b, choice).pack(1.0, 0.5, True, False)

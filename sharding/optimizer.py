@@ -17,9 +17,9 @@ refinement for small instances, and a final choice that never loses to a baselin
 5. Small instances (≤ `MILP_MAX_VARS` binaries): a MILP with the same objective (HiGHS, node-limited).
 6. Where no packing beats every baseline on both models, the greedy baselines' plans polished by the same search
    are candidates too; on instances of at most `ATTEMPT_TABLES` tables, so are packings with TorchRec's term
-   weighted `TREC_LEAN` times more. Among candidates
-   no worse than every baseline on both models, the pick is the best TorchRec rating if it costs at most
-   `TREC_FIRST` more by our model than our best, else the least cost by our model among those within
+   weighted `TREC_LEAN` times more. Among candidates no worse than every baseline on both models, the pick is the
+   best TorchRec rating if it costs at most `TREC_FIRST` more by our model than our best, else the least cost by
+   our model among those within
    `TREC_SLACK` of the best TorchRec rating (the two models disagree on, e.g., data-parallel's worth, so a plan
    best on one can be poor on the other). If nothing packs, every table goes row-wise over all ranks, which spreads
    memory evenly: when even that does not fit, no plan does.

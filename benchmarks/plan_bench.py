@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sets", nargs="*", default=list(SETS), choices=list(SETS))
     ap.add_argument("--torchrec", choices=["none", "criteo", "all"], default="criteo",
-                    help="where to run TorchRec's planner (slow: 100 tables/16 ranks ≈ 26 s here)")
+                    help="where to run TorchRec's planner (slow: 100 tables/16 ranks ≈ 16 s here, after its imports)")
     ap.add_argument("--torchrec-timeout", type=float, default=60.0)
     ap.add_argument("--no-estimate", action="store_true", help="skip TorchRec's estimator on each plan")
     ap.add_argument("--out", default=None, help="append metric records (JSON lines) here")

@@ -381,7 +381,12 @@ def main(argv: list[str] | None = None) -> int:
         print("dlrmbench calibrate: error: needs --world-size ≥ 2, --rows ≥ 1000, --repeats ≥ 1, --rounds ≥ 1", file=sys.stderr)
         return 2
     if args.rank_worker:
-        return _rank_main(args)
+        rc = _rank_main(args)  # an exception propagates as before (traceback, exit 1)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # skip interpreter teardown: after a clean destroy_process_group, gloo's threads can still abort it
+        # ("terminate called without an active exception", SIGABRT; seen once in CI) after the results are written
+        os._exit(rc)
     from benchmarks.distributed.launch import launch_module
 
     rc = launch_module("benchmarks.calibrate", [*argv, "--rank-worker"], args.world_size, args.timeout)

@@ -195,4 +195,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()  # an exception propagates as before (traceback, exit 1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # skip interpreter teardown, which gloo's threads can abort after a clean destroy (see calibrate)

@@ -24,12 +24,13 @@ import numba
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
+from sharding.bounds import _build, _option_shards, _tier_penalty
 from sharding.layouts import table_plan
 from sharding.lns import loads_of
 from sharding.plan import ShardingPlan, ShardingType
 from sharding.search import Resources
 
-__all__ = ["anneal_plan", "milp_types", "STAGES"]
+__all__ = ["anneal_plan", "milp_types", "seeded_builder", "STAGES"]
 
 STAGES = 3
 PENALTY = 1e3  # per second of TorchRec's per-rank maximum above the cap
@@ -238,7 +239,6 @@ def anneal_plan(res: Resources, plan: ShardingPlan, proposals: int, t_cap: float
 def milp_types(res: Resources, time_limit: float = 30.0) -> dict[str, tuple[ShardingType, int]] | None:
     """Each table's (type, pieces) in the lower bound's relaxation solved with integral options and groups (HiGHS,
     `time_limit` s; its best integral point), or None if it finds none. All tables in the fast tier."""
-    from sharding.bounds import _build, _option_shards, _tier_penalty
     cost = res.cost
     topo = cost.topology
     m = _build(cost, _tier_penalty(cost))

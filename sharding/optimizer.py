@@ -33,6 +33,7 @@ refinement for small instances, and a final choice that never loses to a baselin
 """
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -90,6 +91,18 @@ def optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[st
     any machine; `time_limit` and `milp_time_limit` are safety caps only (the MILP runs on instances below
     `MILP_MAX_VARS` binaries). `anneal` > 0: that many million proposals of the opt-in long search
     (`sharding.anneal`, step 8; not under `time_limit`)."""
+    enabled = gc.isenabled()
+    gc.disable()  # ~10^6 short-lived objects, few cycles: the cyclic collector took 0.15 of 0.78 s on t856/128
+    try:
+        return _optimize(workload, topology, miss_curves, time_limit, stats, milp_time_limit, search_iters, anneal)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[str, MissCurve] | None,
+              time_limit: float, stats: OptimizeStats | None, milp_time_limit: float | None,
+              search_iters: int | None, anneal: int) -> ShardingPlan:
     start = time.perf_counter()
     deadline = start + time_limit
     stats = stats if stats is not None else OptimizeStats()

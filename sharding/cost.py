@@ -139,6 +139,21 @@ class RankCost:
                 "shards": self.shards}
 
 
+def _adder(where: list[int]) -> Callable[[np.ndarray, float], None]:
+    """x added to a per-rank array at each rank of `where` (once per occurrence)."""
+    if len(where) == 1:
+        r = where[0]
+
+        def one(a: np.ndarray, x: float) -> None:
+            a[r] += x
+        return one
+    idx = np.array(where)
+
+    def many(a: np.ndarray, x: float) -> None:
+        np.add.at(a, idx, x)
+    return many
+
+
 class CostModel:
     """Prices shards and plans for one workload on one topology. `miss_curves` maps a table name to a callable
     (cache fraction -> miss rate) or to arrays (fractions, miss rates) to interpolate; other tables use
@@ -307,22 +322,32 @@ class CostModel:
         ranks = [RankCost(r, memory={t.name: 0.0 for t in self.topology.tiers}) for r in range(w)]
         coll: dict[tuple[ShardingType, str, str], np.ndarray] = {}  # (group, pass, op) -> seconds per rank
         held: dict[ShardingType, set[int]] = {}
+        parts = np.zeros((3, w))  # fwd compute, bwd compute, optimizer
+        count = np.zeros(w, dtype=np.int64)
+        mem: dict[str, np.ndarray] = {t.name: np.zeros(w) for t in self.topology.tiers}
         for tp in plan.tables.values():
             t, st = self.tables[tp.name], tp.sharding_type
             group = held.setdefault(st, set())
+            alike: dict[tuple[int, int, str, float], list[int]] = {}  # identical shards (replicas) priced once
             for s in tp.shards:
-                rc = ranks[s.rank]
-                c = self.shard_cost(t, st, s.rows, s.cols, s.tier, s.cache_fraction)
-                rc.fwd_compute += c.fwd_compute
-                rc.bwd_compute += c.bwd_compute
-                rc.optimizer += c.optimizer
-                rc.shards += 1
-                group.add(s.rank)
-                for p, op, secs in self.message_times(t, st, s.rows, s.cols):
-                    coll.setdefault((st, p, op), np.zeros(w))[s.rank] += secs
+                alike.setdefault((s.rows, s.cols, s.tier, s.cache_fraction), []).append(s.rank)
+            for (rows, cols, tier, cf), where in alike.items():
+                add = _adder(where)
+                c = self.shard_cost(t, st, rows, cols, tier, cf)
+                for i, x in enumerate((c.fwd_compute, c.bwd_compute, c.optimizer)):
+                    add(parts[i], x)
+                add(count, 1)
+                group.update(where)
+                for p, op, secs in self.message_times(t, st, rows, cols):
+                    add(coll.setdefault((st, p, op), np.zeros(w)), secs)
                 if memory:
-                    for k, v in self.shard_memory(t, st, s.rows, s.cols, s.tier, s.cache_fraction).items():
-                        rc.memory[k] = rc.memory.get(k, 0.0) + v
+                    for k, v in self.shard_memory(t, st, rows, cols, tier, cf).items():
+                        add(mem.setdefault(k, np.zeros(w)), v)
+        for r, rc in enumerate(ranks):
+            rc.fwd_compute, rc.bwd_compute, rc.optimizer = (float(x) for x in parts[:, r])
+            rc.shards = int(count[r])
+            if memory:
+                rc.memory.update({k: float(v[r]) for k, v in mem.items()})
         latency, work = self._fixed(held, w)
         for (_, p, _), secs in coll.items():  # every rank joins the collective and waits for its busiest rank
             for rc in ranks:

@@ -1,6 +1,7 @@
-"""Opt-in long search (`optimize(..., anneal=N)`, `dlrmbench plan --anneal N`): simulated annealing over the
-movable (table- and column-wise) pieces of a plan, and a second start whose sharding types come from the lower
-bound's own MILP.
+"""Simulated annealing over the movable (table- and column-wise) pieces of a plan: a short run of the fast pick on
+large instances (`optimizer.FAST_ANNEAL`), and the opt-in long search (`optimize(..., anneal=N)`, `dlrmbench plan
+--anneal N`) with a second start whose sharding types come from the lower bound's own MILP. The kernel is compiled
+(numba, cached on disk) when this module is imported, so planning does not wait for it.
 
 Why: the fast optimizer ends at 1.13–1.14 of the bound on the 500- and 856-table sets. Offline searches showed
 that most of that is search, not the bound: annealing the fast pick's placement reaches 1.097 (t856/128) and 1.106
@@ -178,6 +179,12 @@ def _kernel(A, tr, V, vt, R, M, used, cap, tab, has, n, t0, t1, seed, tcap, pen)
                 best = cur
                 best_r[:] = R
     return best_r, best
+
+
+_F2, _F1, _I1, _I2 = numba.float64[:, ::1], numba.float64[::1], numba.int64[::1], numba.int64[:, ::1]
+_kernel.compile((_F2, _F1, _F2, _F1, _I1, _F2, _F2, _F1, _I1, _I2, numba.int64, numba.float64, numba.float64,
+                 numba.int64, numba.float64, numba.float64))  # at import: from numba's disk cache, ≈ 0.15 s (compiled
+# once per checkout, ≈ 2 s), so the optimizer's short anneal (step 7) starts at once
 
 
 def anneal_plan(res: Resources, plan: ShardingPlan, proposals: int, t_cap: float | None = None, seed: int = 0,

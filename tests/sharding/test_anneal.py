@@ -69,3 +69,22 @@ def test_optimize_with_annealing_keeps_the_picks_guarantees() -> None:
     pick_rating = max(b for lab, _, b in fast_stats.candidates if fast_stats.chosen.startswith(lab))
     assert trec.plan_cost(slow) <= pick_rating * (1 + 1e-9)
     assert any(lab.endswith("+ anneal") for lab, _, _ in stats.candidates)
+
+
+def test_the_fast_path_anneals_large_instances_and_keeps_the_picks_guarantees(monkeypatch) -> None:  # noqa: ANN001
+    """Above `ATTEMPT_TABLES` tables the pick gets `FAST_ANNEAL` proposals: the plan is valid, costs less than the
+    same run without them, and TorchRec rates it no worse than that run's pick."""
+    import sharding.optimizer as opt
+    wl = PlanWorkload(load_tables("random:200:3"), 512, "train")
+    topo = load_topology("dgx_h100_x2", 16)
+    cost, trec = CostModel(wl, topo), TorchRecCostModel(wl, topo)
+    stats = OptimizeStats()
+    plan = optimize(wl, topo, stats=stats)
+    validate_plan(plan, wl, topo, cost)
+    assert stats.chosen.endswith("+ anneal 1M"), stats.chosen
+    monkeypatch.setattr(opt, "FAST_ANNEAL", 0)  # the same run without the short anneal
+    base_stats = OptimizeStats()
+    base = optimize(wl, topo, stats=base_stats)
+    assert not base_stats.chosen.endswith("M")
+    assert cost.plan_cost(plan) < cost.plan_cost(base)
+    assert trec.plan_cost(plan) <= trec.plan_cost(base) * (1 + 1e-12)

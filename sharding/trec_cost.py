@@ -118,9 +118,15 @@ class TorchRecCostModel:
         loads = np.zeros(plan.world_size)
         for tp in plan.tables.values():
             t = self.tables[tp.name]
+            alike: dict[tuple[int, int, str, float], list[int]] = {}  # identical shards (replicas) priced once
             for s in tp.shards:
-                loads[s.rank] += self.shard_cost(t, tp.sharding_type, s.rows, s.cols, s.tier,
-                                                 s.cache_fraction).total
+                alike.setdefault((s.rows, s.cols, s.tier, s.cache_fraction), []).append(s.rank)
+            for (rows, cols, tier, cf), where in alike.items():
+                v = self.shard_cost(t, tp.sharding_type, rows, cols, tier, cf).total
+                if len(where) == 1:
+                    loads[where[0]] += v
+                else:
+                    np.add.at(loads, where, v)
         return loads
 
     def plan_cost(self, plan: ShardingPlan) -> float:

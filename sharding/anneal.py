@@ -3,10 +3,13 @@ large instances (`optimizer.FAST_ANNEAL`), and the opt-in long search (`optimize
 --anneal N`) with a second start whose sharding types come from the lower bound's own MILP. The kernel is compiled
 (numba, cached on disk) when this module is imported, so planning does not wait for it.
 
-Why: the fast optimizer ends at 1.13–1.14 of the bound on the 500- and 856-table sets. Offline searches showed
-that most of that is search, not the bound: annealing the fast pick's placement reaches 1.097 (t856/128) and 1.106
-(random500/64); annealing a plan whose types are the MILP's (`milp_types`: ≈ 150 tables column-wise in 2, whose
-half-tables balance compute that whole hot tables cannot) reaches 1.080 and 1.096 in 60–90 s.
+Why: the fast optimizer's packings end at 1.13–1.14 of the bound on the 500- and 856-table sets (1.127 and 1.108
+after its short anneal). Offline searches showed that part of that is search: annealing the fast pick's placement
+reaches 1.097 (t856/128) and 1.106 (random500/64); annealing a plan whose types are the MILP's (`milp_types`:
+≈ 150 tables column-wise in 2) reaches 1.080 and 1.096 in 60–90 s. What is left there is imbalance: the types'
+means are within 1% of the bound, but compute and both all-to-alls of both groups, all driven by the same pieces,
+cannot sit at their means together (rounding the column totals to whole blocks per rank, or penalising column
+excess, made the other rows worse; a sum-of-squares tie-breaker in the objective did not help).
 
 The kernel: a proposal moves one piece to another rank or swaps two pieces of different tables (half of them drawn
 from a rank holding some resource's maximum); the objective is the step's own Σ_k max_r L[k, r] over the resources

@@ -59,7 +59,7 @@ def resource_table(plan: ShardingPlan, cost: CostModel) -> str:
     """Where the step goes: per resource whose slowest rank the step pays, max and mean over ranks; imbalance =
     max − mean, what a perfectly balanced placement of the same shards would save."""
     loads, rest = cost.resource_loads(plan)
-    rows = sorted(((k, float(v.max()), float(v.mean())) for k, v in loads.items() if v.max() > 0),
+    rows = sorted(((k, float(v.max()), min(float(v.mean()), float(v.max()))) for k, v in loads.items() if v.max() > 0),
                   key=lambda r: r[2] - r[1])
     lines = [f"{'resource':<28} {'max ms':>9} {'mean ms':>9} {'max/mean':>8} {'imbalance ms':>12}"]
     lines += [f"{k:<28} {mx * 1e3:>9.4f} {mn * 1e3:>9.4f} {mx / mn:>8.3f} {(mx - mn) * 1e3:>12.4f}" for k, mx, mn in rows]

@@ -328,10 +328,7 @@ class CostModel:
         for tp in plan.tables.values():
             t, st = self.tables[tp.name], tp.sharding_type
             group = held.setdefault(st, set())
-            alike: dict[tuple[int, int, str, float], list[int]] = {}  # identical shards (replicas) priced once
-            for s in tp.shards:
-                alike.setdefault((s.rows, s.cols, s.tier, s.cache_fraction), []).append(s.rank)
-            for (rows, cols, tier, cf), where in alike.items():
+            for (rows, cols, tier, cf), where in tp.alike().items():
                 add = _adder(where)
                 c = self.shard_cost(t, st, rows, cols, tier, cf)
                 for i, x in enumerate((c.fwd_compute, c.bwd_compute, c.optimizer)):

@@ -80,6 +80,14 @@ class TablePlan:
     def ranks(self) -> list[int]:
         return [s.rank for s in self.shards]
 
+    def alike(self) -> dict[tuple[int, int, str, float], list[int]]:
+        """(rows, cols, tier, cache fraction) -> the ranks of the shards of that shape, so that identical shards
+        (data-parallel replicas, equal row or column blocks) are priced once."""
+        out: dict[tuple[int, int, str, float], list[int]] = {}
+        for s in self.shards:
+            out.setdefault((s.rows, s.cols, s.tier, s.cache_fraction), []).append(s.rank)
+        return out
+
 
 @dataclass
 class ShardingPlan:

@@ -118,10 +118,7 @@ class TorchRecCostModel:
         loads = np.zeros(plan.world_size)
         for tp in plan.tables.values():
             t = self.tables[tp.name]
-            alike: dict[tuple[int, int, str, float], list[int]] = {}  # identical shards (replicas) priced once
-            for s in tp.shards:
-                alike.setdefault((s.rows, s.cols, s.tier, s.cache_fraction), []).append(s.rank)
-            for (rows, cols, tier, cf), where in alike.items():
+            for (rows, cols, tier, cf), where in tp.alike().items():
                 v = self.shard_cost(t, tp.sharding_type, rows, cols, tier, cf).total
                 if len(where) == 1:
                     loads[where[0]] += v

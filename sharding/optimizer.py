@@ -197,20 +197,20 @@ def _optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[s
     stats.candidates = [(lab, a, b) for lab, a, b, _ in scored]
     n = len(workload.tables)
     flat = FLAT_ITERS if n <= ATTEMPT_TABLES else 0  # p-norm moves and swaps first, on small instances only
-    refined = refine_plan(builder.res, plan, min(PAIR_EVALS, PAIR_WORK // n), deadline, flat) if n <= PAIR_TABLES \
-        else None
-    if refined is not None:  # after the pick, so it cannot change which plan wins: it only lowers that plan's cost
-        a, b = cost.plan_cost(refined), trec.plan_cost(refined)
+
+    def take(tag: str, got: ShardingPlan | None) -> None:  # after the pick, so it cannot change which plan wins:
+        nonlocal label, plan, ours  # a step replaces it only if it costs less by ours and TorchRec rates it no worse
+        if got is None:
+            return
+        a, b = cost.plan_cost(got), trec.plan_cost(got)
         if a < ours * (1 - 1e-12) and b <= rating * (1 + 1e-12):
-            stats.candidates.append((f"{label} + pairs", a, b))
-            label, plan = f"{label} + pairs", refined
-    if n > ATTEMPT_TABLES:  # a short anneal of the pick's placement (≈ 0.2 s on 856 tables), same acceptance rule
-        got = anneal_plan(builder.res, plan, FAST_ANNEAL, t_cap=rating)
-        if got is not None:
-            a, b = cost.plan_cost(got), trec.plan_cost(got)
-            if a < cost.plan_cost(plan) * (1 - 1e-12) and b <= rating * (1 + 1e-12):
-                stats.candidates.append((f"{label} + anneal {FAST_ANNEAL / 1e6:g}M", a, b))
-                label, plan = f"{label} + anneal {FAST_ANNEAL / 1e6:g}M", got
+            stats.candidates.append((f"{label} + {tag}", a, b))
+            label, plan, ours = f"{label} + {tag}", got, a
+
+    if n <= PAIR_TABLES:
+        take("pairs", refine_plan(builder.res, plan, min(PAIR_EVALS, PAIR_WORK // n), deadline, flat))
+    if n > ATTEMPT_TABLES:  # a short anneal of the pick's placement (≈ 0.2 s on 856 tables)
+        take(f"anneal {FAST_ANNEAL / 1e6:g}M", anneal_plan(builder.res, plan, FAST_ANNEAL, t_cap=rating))
     if anneal > 0:
         label, plan = _anneal(builder, cost, trec, label, plan, rating, anneal * 1_000_000, stats)
     stats.chosen = label

@@ -39,12 +39,17 @@ TIME_CAP_S = 20.0  # safety cap only
 
 
 def hot_rank_cut(r, world_size: int, node_limit: int = NODE_LIMIT) -> float:  # noqa: ANN001 (bounds._Relax)
-    """The MILP's bound in seconds (0.0 if HiGHS returns none)."""
+    """The MILP's bound in seconds (0.0 if HiGHS returns none). h is the hottest table whose table-wise option
+    `r.lo` fixes (`sharding.bound_cases`: the bound of that case), else the hottest one `r.hi` leaves open."""
     w, K, n_x, G = world_size, r.K, r.n_x, r.G
     if w < 2:
         return 0.0
     tw, dp = r.groups.index(ShardingType.TABLE_WISE), r.groups.index(ShardingType.DATA_PARALLEL)
-    tw_opts = np.flatnonzero(r.og == tw)
+    tw_opts = np.flatnonzero((r.og == tw) & (r.lo[:n_x] > 0))
+    if not len(tw_opts):
+        tw_opts = np.flatnonzero((r.og == tw) & (r.hi[:n_x] > 0))
+    if not len(tw_opts):
+        tw_opts = np.flatnonzero(r.og == tw)
     h_opt = int(tw_opts[np.argmax(r.T[tw_opts, 0] + r.T[tw_opts, 1])])
     movable = np.flatnonzero((r.og[r.ko] != dp) & (r.ko != h_opt))
     nq, n0 = len(movable), r.a_ub.shape[1]

@@ -90,3 +90,20 @@ def test_an_unknown_table_is_named() -> None:
     _, _, cost = _instance()
     with pytest.raises(KeyError, match="'nope'"):
         whole_table_bounds(cost, ["nope"])
+
+
+def test_bound_study_reports_the_criteo_set(tmp_path, capsys) -> None:
+    import json
+
+    from benchmarks.bound_study import main
+    out = tmp_path / "study.jsonl"
+    assert main(["--sets", "criteo_tb/8", "--hot", "2", "--depth", "2", "--out", str(out)]) == 0
+    rec = json.loads(out.read_text())
+    lb, ours = rec["bound_s"], rec["ours_s"]
+    assert lb * (1 - 2e-5) <= rec["ours_types_bound_s"] <= ours * TOL
+    assert [h["table"] for h in rec["hot"]] == ["t0", "t1"] and all(h["whole_bound_s"] >= lb * (1 - 2e-5)
+                                                                    for h in rec["hot"])
+    assert rec["split_cases"] == 2 and rec["split_s"] >= lb * (1 - 1e-5)
+    assert "every plan with ours' sharding types" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["--hot", "-1"])

@@ -8,7 +8,11 @@ refinement for small instances, and a final choice that never loses to a baselin
    J = max((fixed + Σ_k max_r L[k, r]) / our bound, TorchRec's max / its bound), then their sum, then Σ L².
 3. Splitting: tiny tables whose replicas cost less go data-parallel; a table hotter than θ × (average rank load)
    is cut table-row-wise over a host (or column-wise first, in other attempts: a column block still receives all
-   of a table's ids); one too big for μ of a rank's memory likewise, else row-wise over all ranks.
+   of a table's ids); one too big for μ of a rank's memory likewise, else row-wise over all ranks. On instances
+   up to `HOT_TABLES` tables, one extra packing also cuts every table whose table-wise (or column) shard alone puts
+   more than `HOT_SHARE` × the average rank's load on some row (`Builder.cool`): θ compares a shard's total with a
+   rank's, which the all-to-alls dominate on large instances, so a compute-hot table stayed whole and set the
+   compute maximum by itself (random500/64: t424, 1.12× the mean; 1.127 → 1.092 of the bound).
 4. Packing: fixed shards (RW, DP) first, TWRW groups onto the host with the least J, then pieces by descending
    dominant share onto the rank with the least (J, …); then moves and swaps off the ranks holding a row's maximum,
    priced exactly in O(K) per target from each row's top 3; then sharding-type moves (`sharding.pack.retype`):
@@ -73,6 +77,9 @@ PAIR_WORK = 100_000  # their budget: min(PAIR_EVALS, this / tables) pair evaluat
 ANNEAL_MILP_S = 30.0  # step 8: time cap of the bound MILP that picks the second start's types
 SEEDED_ITERS = 1000  # step 8: local-search budget of that start's packing
 FAST_ANNEAL = 1_000_000  # step 7's proposals on instances above ATTEMPT_TABLES tables (≈ 0.2 s on t856/128)
+HOT_SHARE = 1.0  # step 4's extra packing splits tables whose table-wise shard exceeds this × a rank's mean in a row
+HOT_TABLES = 600  # ... on instances up to this many tables: random500/64 1.127 → 1.092 of the bound (+0.15 s); on
+# t856/128 it costs 0.2 s (the 1 s target has no room) and the pick would not take it (1.104, TorchRec's +2.6%)
 TREC_LEAN = (1.2, 1.5)  # extra packings with TorchRec's term weighted this much more (≤ ATTEMPT_TABLES tables)
 
 
@@ -120,32 +127,41 @@ def _optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[s
     ours_only = Builder(Resources(cost, trec, (lb[0], lb[1] * 1e6), joint.res), tiers, iters)  # TorchRec's row ≈ 0
     builder = joint
     found: list[tuple[str, ShardingPlan]] = []
-    attempts = [(joint, "", 0.5, 0.5, True, False, True), (joint, "", 1.0, 0.5, True, False, False),
-                (ours_only, " ours-only", 0.5, 0.5, True, False, True)]
-    extra = 0  # TorchRec-leaning packings: outside the budget, on instances small enough that they cost ~0.1 s
-    if len(workload.tables) <= ATTEMPT_TABLES:
+    inf = float("inf")
+    attempts = [(joint, "", 0.5, 0.5, True, False, True, inf), (joint, "", 1.0, 0.5, True, False, False, inf),
+                (ours_only, " ours-only", 0.5, 0.5, True, False, True, inf)]
+    # an extra packing (outside the budget) that also splits every table whose table-wise shard alone exceeds
+    # HOT_SHARE × the average rank's load in some row (it would set that row's maximum wherever it went)
+    small = len(workload.tables) <= ATTEMPT_TABLES
+    extra = int(len(workload.tables) <= HOT_TABLES)
+    if extra:
+        attempts.insert(1, (joint, "", 0.5, 0.5, True, False, True, HOT_SHARE))
+    if small:  # TorchRec-leaning packings, too: ~0.1 s on instances this small
         lean = [Builder(Resources(cost, trec, (lb[0] * f, lb[1]), joint.res), tiers, iters) for f in TREC_LEAN]
-        attempts[1:1] = [(b, f" TorchRec×{f}", 0.5, 0.5, True, False, True) for b, f in zip(lean, TREC_LEAN, strict=True)]
-        extra = len(lean)
-    attempts += [(joint, "", theta, mu, dp, lw, tf) for mu in (0.5, 0.25, 0.1) for theta in (1.0, 0.5, 0.25)
+        attempts[2:2] = [(b, f" TorchRec×{f}", 0.5, 0.5, True, False, True, inf)
+                         for b, f in zip(lean, TREC_LEAN, strict=True)]
+        extra += len(lean)
+    attempts += [(joint, "", theta, mu, dp, lw, tf, inf) for mu in (0.5, 0.25, 0.1) for theta in (1.0, 0.5, 0.25)
                  for lw in (False, True) for dp in (True, False) for tf in (True, False)
                  if (theta, mu, dp, lw, tf) not in ((0.5, 0.5, True, False, True), (1.0, 0.5, True, False, False))
                  and not (lw and tf)]
     budget = max(1, ATTEMPT_TABLES // len(workload.tables))  # fewer attempts on larger instances
     tried: set[tuple] = set()
-    for b, tag, theta, mu, dp, lw, tf in attempts:
+    for b, tag, theta, mu, dp, lw, tf, hot in attempts:
         if len(found) >= budget + extra or time.perf_counter() > deadline:
             break
-        choice = (id(b), *(b.choose(t, theta, mu, dp, lw, tf) for t in workload.tables))
+        choice = (id(b), *(b.choose(t, theta, mu, dp, lw, tf, hot) for t in workload.tables))
         if choice in tried:  # the same sharding types pack to the same plan
+            extra -= hot < inf  # no table that hot: the extra packing is not made, nor replaced
             continue
         tried.add(choice)
         try:
-            plan = b.pack(theta, mu, dp, lw, deadline, tf)
+            plan = b.pack(theta, mu, dp, lw, deadline, tf, hot)
         except NoFit:
+            extra -= hot < inf
             continue
         found.append((f"pack{tag} θ={theta} μ={mu}{' least-work' if lw else ''}{'' if dp else ' no-DP'}"
-                      f"{' TWRW-first' if tf else ''}", plan))
+                      f"{' TWRW-first' if tf else ''}{f' hot>{hot:g}' if hot < inf else ''}", plan))
     baselines: dict[str, ShardingPlan] = {}
     for name, fn in BASELINES.items():
         try:

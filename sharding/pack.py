@@ -15,6 +15,7 @@ instead of alone; it cost 0.2 s on 856 tables for 0.3% of step time.)
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -51,8 +52,10 @@ class Builder:
         self.cost = res.cost
         self._options: dict[tuple[str, float, bool], list[Option]] = {}
         self.topo = res.cost.topology
-        tw = np.array([res.summary(self.shard(t, TW, t.rows, t.dim)[0]) for t in self.cost.workload.tables])
+        vecs = np.array([self.shard(t, TW, t.rows, t.dim)[0] for t in self.cost.workload.tables])
+        tw = np.array([res.summary(v) for v in vecs])
         self.avg = float((tw.sum(axis=0) / self.topo.world_size).max())  # average rank load, larger component
+        self.row_avg = vecs[:, :-1].sum(axis=0) / self.topo.world_size  # per row of ours, every table table-wise
 
     def shard(self, t: TableSpec, st: ShardingType, rows: int, cols: int) -> tuple[np.ndarray, dict[str, float]]:
         return self.res.shard(t, st, rows, cols, *self.tiers[t.name])
@@ -96,11 +99,20 @@ class Builder:
             out.append((RW, w, sum(sm(v) * k for (v, _), k in shards), max(float(sm(v).max()) for (v, _), _ in shards)))
         return out
 
+    def cool(self, t: TableSpec, st: ShardingType, k: int, hot: float) -> bool:
+        """Whether one piece of t's TW / CW(k) option puts at most `hot` × the average rank's load on every row
+        (`row_avg`): a hotter piece sets that row's maximum wherever it goes."""
+        if hot == math.inf:
+            return True
+        v = self.shard(t, st, t.rows, t.dim // k)[0][:-1]
+        on = self.row_avg > 0
+        return bool(np.all(v[on] <= hot * self.row_avg[on]))
+
     def choose(self, t: TableSpec, theta: float, mu: float, allow_dp: bool, least_work: bool = False,
-               twrw_first: bool = False) -> tuple[ShardingType, int]:
+               twrw_first: bool = False, hot: float = math.inf) -> tuple[ShardingType, int]:
         """Sharding type and piece count for table t. Split mode: the first of DP (if replicas cost less in
-        total), TW, CW by increasing k whose piece scores ≤ θ × average rank load, then TWRW, then RW
-        (`twrw_first`: TWRW before CW: a column block still receives all of a table's ids).
+        total), TW, CW by increasing k whose piece scores ≤ θ × average rank load (and is `cool` for `hot`), then
+        TWRW, then RW (`twrw_first`: TWRW before CW: a column block still receives all of a table's ids).
         Least-work mode: among options whose pieces score ≤ θ × average, the least total work (as TorchRec's
         proposers rank options), else the option with the smallest piece."""
         opts = self.options(t, mu, allow_dp)
@@ -114,20 +126,21 @@ class Builder:
         dp = [o for o in opts if o[0] == DP]
         if dp and tw is not None and np.all(dp[0][2] < tw[2]):
             return DP, dp[0][1]
-        if tw is not None and tw[3] <= limit:
+        if tw is not None and tw[3] <= limit and self.cool(t, TW, 1, hot):
             return TW, 1
         order = (TWRW, CW) if twrw_first else (CW, TWRW)
         for st in order:
             for o in opts:
-                if o[0] == st and (o[3] <= limit or st == TWRW):
+                if o[0] == st and (st == TWRW or (o[3] <= limit and self.cool(t, st, o[1], hot))):
                     return o[0], o[1]
         return RW, self.topo.world_size
 
     def pack(self, theta: float, mu: float, allow_dp: bool, least_work: bool = False,
-             deadline: float = float("inf"), twrw_first: bool = False) -> ShardingPlan:
+             deadline: float = float("inf"), twrw_first: bool = False, hot: float = math.inf) -> ShardingPlan:
         topo = self.topo
         w, h = topo.world_size, min(topo.ranks_per_host, topo.world_size)
-        choice = {t.name: self.choose(t, theta, mu, allow_dp, least_work, twrw_first) for t in self.cost.workload.tables}
+        choice = {t.name: self.choose(t, theta, mu, allow_dp, least_work, twrw_first, hot)
+                  for t in self.cost.workload.tables}
         state = Loads(self.res, topo, {st for st, _ in choice.values()})
         pieces, groups = [], []
         layout: dict[str, tuple[ShardingType, list[int]]] = {}

@@ -48,7 +48,9 @@ def test_a_table_above_the_rank_mean_is_split_and_a_cooler_one_is_not() -> None:
                    for t in wl.tables[1:])
 
 
-def test_the_optimizer_offers_the_hot_packing_and_keeps_its_guarantees() -> None:
+def test_the_optimizer_offers_the_hot_packing_and_keeps_its_guarantees(monkeypatch) -> None:  # noqa: ANN001
+    import sharding.optimizer as opt
+    monkeypatch.setattr(opt, "ATTEMPT_TABLES", 40)  # the instance counts as large: one packing, plus the hot one
     wl, topo = _instance(150.0), topology(2, 4, 16.0)
     stats = OptimizeStats()
     plan = optimize(wl, topo, stats=stats)

@@ -46,7 +46,8 @@ def study(label: str, hot: int, depth: int) -> dict[str, Any]:
             "ours_types_bound_s": typed, "types_wall_s": typed_wall,
             "hot": [{"table": n, "whole_bound_s": whole[n], "ours_type": plan.tables[n].sharding_type.short}
                     for n in names], "whole_wall_s": whole_wall,
-            "depth": depth, "split_s": split, "split_leaf_s": leaf, "split_cases": len(cases), "split_wall_s": split_wall}
+            "depth": depth, "split_s": split, "split_leaf_s": leaf, "split_cases": len(cases),
+            "split_wall_s": split_wall}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {'table':<10} {'in ours':>8} {'whole ≥ ms':>11} {'× bound':>8}   (bound on every plan keeping it "
               f"table-wise; {s['whole_wall_s']:.1f} s)")
         for h in s["hot"]:
-            print(f"  {h['table']:<10} {h['ours_type']:>8} {h['whole_bound_s'] * 1e3:11.4f} {h['whole_bound_s'] / lb:8.3f}")
+            whole = h["whole_bound_s"]
+            print(f"  {h['table']:<10} {h['ours_type']:>8} {whole * 1e3:11.4f} {whole / lb:8.3f}")
         if s["depth"]:
             print(f"  case split over the {s['split_cases']} hottest: {s['split_s'] * 1e3:.4f} ms = "
                   f"{s['split_s'] / lb:.4f} × bound (leaf {s['split_leaf_s'] * 1e3:.4f}; {s['split_wall_s']:.1f} s)",

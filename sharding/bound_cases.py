@@ -3,8 +3,8 @@
 `sharding.bound_cut` writes out one rank: the one holding the hottest table if that table is table-wise. A plan
 can avoid that rank's load by splitting the table, and then the next hottest table decides. Splitting on the
 hottest tables' choice makes that exact, one table at a time:
-  case i:  tables h_1 … h_{i−1} are not table-wise, h_i is  →  the cut MILP with x_{h_i,TW} = 1 (h_i's rank written out)
-  leaf:    none of h_1 … h_depth is table-wise            →  the cut MILP with those options closed
+  case i:  h_1 … h_{i−1} are not table-wise, h_i is  →  the cut MILP with x_{h_i,TW} = 1 (h_i's rank written out)
+  leaf:    none of h_1 … h_depth is table-wise     →  the cut MILP with those options closed
 Every plan falls in exactly one case, so the least case value is a lower bound on every plan's step
 (`case_split_bound`), never below the plain cut, whose MILP is the union of the cases. A case's own value is a
 bound on every plan that keeps its table whole (`whole_table_bounds`), whatever else it does: it says what that

@@ -9,10 +9,11 @@ refinement for small instances, and a final choice that never loses to a baselin
 3. Splitting: tiny tables whose replicas cost less go data-parallel; a table hotter than θ × (average rank load)
    is cut table-row-wise over a host (or column-wise first, in other attempts: a column block still receives all
    of a table's ids); one too big for μ of a rank's memory likewise, else row-wise over all ranks. On instances
-   of `ATTEMPT_TABLES` to `HOT_TABLES` tables, one extra packing also cuts every table whose table-wise (or column) shard alone puts
-   more than `HOT_SHARE` × the average rank's load on some row (`Builder.cool`): θ compares a shard's total with a
-   rank's, which the all-to-alls dominate on large instances, so a compute-hot table stayed whole and set the
-   compute maximum by itself (random500/64: t424, 1.12× the mean; 1.127 → 1.092 of the bound).
+   of `ATTEMPT_TABLES` to `HOT_TABLES` tables, one extra packing also cuts every table whose table-wise (or
+   column) shard alone puts more than `HOT_SHARE` × the average rank's load on some row (`Builder.cool`): θ
+   compares a shard's total with a rank's, which the all-to-alls dominate on large instances, so a compute-hot
+   table stayed whole and set the compute maximum by itself (random500/64: t424 at 1.12× a rank's mean compute;
+   1.127 → 1.092 of the bound).
 4. Packing: fixed shards (RW, DP) first, TWRW groups onto the host with the least J, then pieces by descending
    dominant share onto the rank with the least (J, …); then moves and swaps off the ranks holding a row's maximum,
    priced exactly in O(K) per target from each row's top 3; then sharding-type moves (`sharding.pack.retype`):
@@ -77,7 +78,7 @@ PAIR_WORK = 100_000  # their budget: min(PAIR_EVALS, this / tables) pair evaluat
 ANNEAL_MILP_S = 30.0  # step 8: time cap of the bound MILP that picks the second start's types
 SEEDED_ITERS = 1000  # step 8: local-search budget of that start's packing
 FAST_ANNEAL = 1_000_000  # step 7's proposals on instances above ATTEMPT_TABLES tables (≈ 0.2 s on t856/128)
-HOT_SHARE = 1.0  # step 4's extra packing splits tables whose table-wise shard exceeds this × a rank's mean in a row
+HOT_SHARE = 1.0  # step 3's extra packing splits tables whose table-wise shard exceeds this × a rank's mean in a row
 HOT_TABLES = 600  # ... on instances of ATTEMPT_TABLES to this many tables, whose one packing attempt kept such tables
 # whole (random500/64: 1.127 → 1.092 of the bound, +0.2 s); on t856/128 it would cost 0.2 s (the 1 s target has no
 # room) and the pick would not take it (1.104, TorchRec's rating +2.6%); smaller instances try smaller θ already

@@ -14,30 +14,26 @@ import json
 import time
 from typing import Any
 
-from benchmarks.plan_bench import SETS
-from sharding import CostModel, PlanWorkload, load_topology, lower_bound, optimize
+from benchmarks.plan_bench import SETS, set_model
+from sharding import lower_bound, optimize
 from sharding.bound_cases import case_split_bound, hot_tables, types_bound, whole_table_bounds
-from sharding.tablesets import load_tables
 
 __all__ = ["study", "main"]
 
 
 def study(label: str, hot: int, depth: int) -> dict[str, Any]:
-    tables, hw, ranks, batch = SETS[label]
-    wl = PlanWorkload(load_tables(tables), batch, "train")
-    topo = load_topology(hw, ranks)
-    cost = CostModel(wl, topo)
+    wl, topo, cost = set_model(label)
     t0 = time.perf_counter()
     lb = lower_bound(cost)
     lb_wall = time.perf_counter() - t0
     plan = optimize(wl, topo)
     ours = cost.plan_cost(plan)
     t0 = time.perf_counter()
-    typed = types_bound(cost, plan)
+    typed = types_bound(cost, plan, cut=lb.cut)
     typed_wall = time.perf_counter() - t0
     names = hot_tables(cost, hot)
     t0 = time.perf_counter()
-    whole = whole_table_bounds(cost, names)
+    whole = whole_table_bounds(cost, names, cut=lb.cut)
     whole_wall = time.perf_counter() - t0
     t0 = time.perf_counter()
     split, cases, leaf = case_split_bound(cost, depth) if depth > 0 else (0.0, [], 0.0)

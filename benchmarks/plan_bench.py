@@ -27,7 +27,7 @@ from sharding import (
 from sharding.optimizer import OptimizeStats
 from sharding.tablesets import load_tables
 
-__all__ = ["SETS", "run_set", "main"]
+__all__ = ["SETS", "set_model", "run_set", "main"]
 
 # (label, tables, hardware preset, ranks, batch per rank)
 SETS = {
@@ -67,14 +67,20 @@ def _torchrec(tables: str, hw: str, ranks: int, batch: int, timeout: float) -> t
         p.join()
 
 
+def set_model(label: str) -> tuple[PlanWorkload, Any, CostModel]:
+    """(workload, topology, cost model) of one of `SETS` (training)."""
+    tables, hw, ranks, batch = SETS[label]
+    wl = PlanWorkload(load_tables(tables), batch, "train")
+    topo = load_topology(hw, ranks)
+    return wl, topo, CostModel(wl, topo)
+
+
 def run_set(label: str, run_torchrec: bool, timeout: float, estimate: bool, anneal: int = 0) -> list[dict[str, Any]]:
     from sharding.plan import ShardingPlan
     from sharding.torchrec_adapter import torchrec_estimate
 
     tables, hw, ranks, batch = SETS[label]
-    wl = PlanWorkload(load_tables(tables), batch, "train")
-    topo = load_topology(hw, ranks)
-    cost = CostModel(wl, topo)
+    wl, topo, cost = set_model(label)
     t0 = time.perf_counter()
     bound = lower_bound(cost)
     lb, bound_wall = bound.value, time.perf_counter() - t0

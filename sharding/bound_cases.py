@@ -59,14 +59,16 @@ def hot_tables(cost: CostModel, n: int) -> list[str]:
     return [cost.workload.tables[int(r.ot[o])].name for o in order]
 
 
-def whole_table_bounds(cost: CostModel, tables: list[str], node_limit: int = NODE_LIMIT) -> dict[str, float]:
+def whole_table_bounds(cost: CostModel, tables: list[str], node_limit: int = NODE_LIMIT,
+                       cut: float | None = None) -> dict[str, float]:
     """Per table: a lower bound (s) on the step of every plan that keeps it table-wise (whole on one rank): its
-    case's value, or the plain cut's where that is higher (it bounds every plan)."""
+    case's value, or the plain cut's where that is higher (it bounds every plan; `cut`: its value if known,
+    `LowerBound.cut`, else computed here)."""
     r = _relax(cost)
     w = cost.topology.world_size
     tw = r.groups.index(ShardingType.TABLE_WISE)
     index = {t.name: j for j, t in enumerate(cost.workload.tables)}
-    base = hot_rank_cut(r, w, node_limit) if tables else 0.0
+    base = cut if cut is not None else (hot_rank_cut(r, w, node_limit) if tables else 0.0)
     out = {}
     for name in tables:
         if name not in index:
@@ -94,10 +96,11 @@ def case_split_bound(cost: CostModel, depth: int, node_limit: int = NODE_LIMIT,
     return min([leaf, *(v for _, v in cases)]), cases, leaf
 
 
-def types_bound(cost: CostModel, plan: ShardingPlan, node_limit: int = NODE_LIMIT) -> float:
+def types_bound(cost: CostModel, plan: ShardingPlan, node_limit: int = NODE_LIMIT, cut: float | None = None,
+                ) -> float:
     """A lower bound (s) on every plan whose tables have `plan`'s sharding types (CW: the same block count): the
     cut MILP with each table's option fixed (a table whose shards match no option of the bound stays open), the
-    hottest table-wise one's rank written out; never below the plain cut."""
+    hottest table-wise one's rank written out; never below the plain cut (`cut`, as in `whole_table_bounds`)."""
     r = _relax(cost)
     w = cost.topology.world_size
     lo, hi = r.lo.copy(), r.hi.copy()
@@ -114,4 +117,4 @@ def types_bound(cost: CostModel, plan: ShardingPlan, node_limit: int = NODE_LIMI
         o += len(opts)
     fixed = copy.copy(r)
     fixed.lo, fixed.hi = lo, hi
-    return max(hot_rank_cut(r, w, node_limit), hot_rank_cut(fixed, w, node_limit))
+    return max(cut if cut is not None else hot_rank_cut(r, w, node_limit), hot_rank_cut(fixed, w, node_limit))

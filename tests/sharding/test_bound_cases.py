@@ -15,7 +15,7 @@ from sharding import CostModel, PlanError, PlanWorkload, lower_bound, validate_p
 from sharding.bound_cases import case_split_bound, hot_tables, types_bound, whole_table_bounds
 from sharding.plan import ShardingType
 from tests.sharding.conftest import tables, topology
-from tests.sharding.test_bound_cut import _every_tw_dp_plan, _with_hot
+from tests.sharding.test_bound_cut import _valid_costed, _with_hot
 from tests.sharding.test_bound_dp_cut import _random_plan
 from tests.sharding.test_bounds import calibrated
 
@@ -32,20 +32,9 @@ def _instance() -> tuple[PlanWorkload, object, CostModel]:
     return wl, topo, CostModel(wl, topo)
 
 
-def _valid_plans(wl: PlanWorkload, topo, cost: CostModel) -> list:  # noqa: ANN001
-    out = []
-    for plan in _every_tw_dp_plan(wl, topo.world_size):
-        try:
-            validate_plan(plan, wl, topo, cost)
-        except PlanError:
-            continue
-        out.append((cost.plan_cost(plan), plan))
-    return out
-
-
 def test_whole_table_and_split_bounds_stay_below_every_plan_they_cover() -> None:
     wl, topo, cost = _instance()
-    plans = _valid_plans(wl, topo, cost)
+    plans = list(_valid_costed(wl, topo, cost))
     assert len(plans) > 1000
     hot = hot_tables(cost, 2)
     assert hot == ["hot", "warm"]
@@ -63,7 +52,7 @@ def test_whole_table_and_split_bounds_stay_below_every_plan_they_cover() -> None
 
 def test_types_bound_stays_below_each_plan_of_those_types() -> None:
     wl, topo, cost = _instance()
-    plans = _valid_plans(wl, topo, cost)
+    plans = list(_valid_costed(wl, topo, cost))
     rng = random.Random(7)
     sample = [min(plans, key=lambda x: x[0]), *rng.sample(plans, 12)]
     for c, plan in sample:

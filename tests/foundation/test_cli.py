@@ -7,6 +7,8 @@ import sys
 import pandas as pd
 import pytest
 
+pytestmark = pytest.mark.slow  # every test starts the CLI in a fresh process (torch, hydra): `make test-all`
+
 FAST = ["workload=smoke", "bench.repeats=3", "bench.warmup=1", "bench.ceiling_buffer_mib=32", "workload.num_batches=2",
         "workload.batch_size=64"]
 

@@ -47,6 +47,7 @@ def _writer(path, k):
         append_records(path, [{"writer": k, "i": i, "pad": "x" * 5000}])
 
 
+@pytest.mark.slow  # three spawned processes
 def test_concurrent_appends_never_interleave(tmp_path):
     path = tmp_path / "r.jsonl"
     procs = [mp.get_context("spawn").Process(target=_writer, args=(str(path), k)) for k in range(3)]

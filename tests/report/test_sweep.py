@@ -29,6 +29,7 @@ def swept(tmp_path_factory):
     return tmp, first
 
 
+@pytest.mark.slow  # a 2-job multirun in a subprocess (module fixture)
 def test_sweep_with_a_failed_job_is_tabulated(swept):
     tmp, first = swept
     assert first.returncode != 0  # Hydra reports the failed job
@@ -44,6 +45,7 @@ def test_sweep_with_a_failed_job_is_tabulated(swept):
     assert "4 jobs, 2 failed" in md and "| hit_rate (ratio) |" in md
 
 
+@pytest.mark.slow  # a 2-job multirun in a subprocess (module fixture)
 def test_resume_skips_finished_jobs(swept):
     tmp, _ = swept
     before = (tmp / "records.jsonl").read_text().count("\n")
@@ -55,6 +57,7 @@ def test_resume_skips_finished_jobs(swept):
     assert {r["status"] for r in rows} == {"skipped (done earlier)"} and {r["job"] for r in rows} == {"0", "1"}
 
 
+@pytest.mark.slow  # a 2-job multirun in a subprocess (module fixture)
 def test_gather_without_manifest_uses_job_folders(swept, tmp_path):
     tmp, _ = swept
     (tmp / "sweep" / "jobs.jsonl").rename(tmp_path / "jobs.jsonl")

@@ -45,6 +45,8 @@ from typing import Any
 import numpy as np
 import yaml
 
+from benchmarks.errors import OneLineParser
+
 __all__ = ["main", "fit_bandwidth", "fit_latency_bandwidth", "stage_overheads", "stage_bandwidths", "step_overhead",
            "OVERHEAD_PLANS"]
 
@@ -360,7 +362,7 @@ def write_yaml(out: str, lookups: list[list[dict]], comm: dict[str, list[dict]],
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="dlrmbench calibrate", description=__doc__.splitlines()[0])
+    p = OneLineParser(prog="dlrmbench calibrate", description=__doc__.splitlines()[0])
     p.add_argument("--out", default="results/hardware/calibrated.yaml", help="hardware YAML to write")
     p.add_argument("--world-size", type=int, default=2)
     p.add_argument("--rows", type=int, default=1_000_000, help="rows of each lookup table (per rank)")

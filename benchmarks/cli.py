@@ -20,13 +20,20 @@ __all__ = ["main"]
 
 
 def _trace(argv: list[str]) -> int:
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
     from embedding.spec import SpecError
 
+    from .errors import InputError, one_line
+
     if len(argv) < 2 or argv[0] not in ("stats", "write"):
-        print(__doc__, file=sys.stderr)
+        print("dlrmbench trace: error: expected `trace stats FILE` or `trace write OUT [overrides]`", file=sys.stderr)
         return 2
     try:
         if argv[0] == "stats":
+            if len(argv) != 2:
+                raise InputError(f"trace stats takes one FILE, got {argv[1:]}")
             from embedding.traces import load_trace, rows_per_table, trace_statistics
 
             trace = load_trace(argv[1])
@@ -34,29 +41,41 @@ def _trace(argv: list[str]) -> int:
             print(json.dumps({"file": argv[1], "tables": trace.num_tables, "batch_size": trace.batch_size,
                               "rows_per_table": rows_per_table(trace).tolist(), **stats}, indent=1))
             return 0
-        import numpy as np
-
-        from embedding.batch import Batch
-        from embedding.generate import generate_batches
-        from embedding.traces import save_trace
-
-        from .compose import compose_workload
-
-        spec = compose_workload(argv[2:])
-        batches = generate_batches(spec)
-        merged = Batch(lengths=np.concatenate([b.lengths for b in batches], axis=1),
-                       indices=np.concatenate([np.concatenate([b.table_indices(t) for b in batches])
-                                               for t in range(spec.num_tables)]))
-        save_trace(argv[1], merged)
-        print(f"wrote {argv[1]}: {spec.num_tables} tables, {merged.batch_size} samples, {merged.num_lookups} indices")
-        return 0
-    except SpecError as e:
-        print(f"dlrmbench: error: {e}", file=sys.stderr)
+        return _trace_write(argv[1], argv[2:])
+    except (SpecError, InputError, HydraException, OmegaConfBaseException) as e:
+        print(f"dlrmbench trace: error: {one_line(e)}", file=sys.stderr)
         return 2
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+def _trace_write(out: str, overrides: list[str]) -> int:
+    """Check the output path and the workload (memory included) first, then generate and write atomically."""
+    import numpy as np
+
+    from embedding.batch import Batch
+    from embedding.generate import generate_batches
+    from embedding.traces import save_trace
+    from embedding.workload_config import build_workload
+
+    from .compose import compose_config
+    from .errors import InputError, check_output_file
+    from .run import _check_memory
+
+    if out.startswith("-") or "=" in out:
+        raise InputError(f"trace write: the first argument must be the output file, got {out!r}")
+    check_output_file(out, "trace write OUT", create_folders=False)
+    cfg = compose_config(overrides)
+    spec = build_workload(cfg.workload)
+    _check_memory(spec, cfg.bench.max_memory_fraction)
+    batches = generate_batches(spec)
+    merged = Batch(lengths=np.concatenate([b.lengths for b in batches], axis=1),
+                   indices=np.concatenate([np.concatenate([b.table_indices(t) for b in batches])
+                                           for t in range(spec.num_tables)]))
+    save_trace(out, merged)
+    print(f"wrote {out}: {spec.num_tables} tables, {merged.batch_size} samples, {merged.num_lookups} indices")
+    return 0
+
+
+def _dispatch(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
         return 0 if argv else 2
@@ -64,9 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     if cmd == "run":
         from . import run
 
-        sys.argv = ["dlrmbench run", *rest]
-        run.main()
-        return 0
+        return run.cli(rest)
     if cmd == "trace":
         return _trace(rest)
     if cmd in ("plan", "compare"):
@@ -81,8 +98,21 @@ def main(argv: list[str] | None = None) -> int:
         import importlib
 
         return importlib.import_module(modules[cmd]).main(rest)
-    print(f"dlrmbench: unknown command {cmd!r}\n{__doc__}", file=sys.stderr)
+    print(f"dlrmbench: error: unknown command {cmd!r}; one of run, trace, {', '.join(['plan', 'compare', *modules])}"
+          " (dlrmbench --help)", file=sys.stderr)
     return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Exit code of the subcommand: 0 done, 1 a failure or regression, 2 bad input (one line on stderr)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        return _dispatch(argv)
+    except SystemExit as e:  # argparse (one line, see benchmarks.errors) and Hydra end with SystemExit
+        if e.code is None or isinstance(e.code, int):
+            return e.code or 0
+        print(e.code, file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

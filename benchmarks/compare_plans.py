@@ -3,10 +3,10 @@ TorchRec's planner's plan and the best greedy baseline (the one our cost model r
 workload and ranks in one job; measured step time side by side with each plan's predictions."""
 from __future__ import annotations
 
-import argparse
 import sys
 
 from benchmarks.distributed.jobs import metric_value, run_cases
+from benchmarks.errors import OneLineParser
 from benchmarks.validate_cost import default_hardware
 
 __all__ = ["main", "PLANNERS"]
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "compare-plans":
         argv = argv[1:]
-    p = argparse.ArgumentParser(prog="dlrmbench compare-plans", description=__doc__.splitlines()[0])
+    p = OneLineParser(prog="dlrmbench compare-plans", description=__doc__.splitlines()[0])
     p.add_argument("--world-size", type=int, default=2)
     p.add_argument("--hardware", default="")
     p.add_argument("--quick", action="store_true", help="5 timed steps per phase")

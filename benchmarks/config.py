@@ -2,6 +2,7 @@
 type fails at start with Hydra's message naming it."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from hydra.core.config_store import ConfigStore
@@ -9,6 +10,8 @@ from hydra.core.config_store import ConfigStore
 from embedding.cache.config import CacheConfig
 from embedding.nmp.config import NmpConfig
 from embedding.workload_config import WorkloadConfig
+
+from .errors import InputError
 
 __all__ = ["BackendConfig", "PlacementConfig", "BenchConfig", "OutputConfig", "Config", "register_configs"]
 
@@ -21,6 +24,11 @@ class BackendConfig:
     """fp32 | fp16 | int8 (fp16/int8 inference: fbgemm IntNBit TBE; fp16 also torch)"""
     learning_rate: float = 0.01
 
+    def __post_init__(self) -> None:
+        _check([(self.precision in PRECISIONS, f"backend.precision={self.precision!r} is not one of {PRECISIONS}"),
+                (math.isfinite(self.learning_rate) and self.learning_rate > 0,
+                 f"backend.learning_rate={self.learning_rate} must be a finite number > 0")])
+
 
 @dataclass
 class PlacementConfig:
@@ -31,6 +39,10 @@ class PlacementConfig:
     """hybrid: keep the N largest tables in host memory"""
     host_tables: list[str] = field(default_factory=list)
     """hybrid: keep these tables in host memory (e.g. the ones a plan names)"""
+
+    def __post_init__(self) -> None:
+        _check([(self.device in DEVICES, f"placement.device={self.device!r} is not one of {DEVICES}"),
+                (self.host_largest >= 0, f"placement.host_largest={self.host_largest} must be ≥ 0")])
 
 
 @dataclass
@@ -49,7 +61,15 @@ class BenchConfig:
     threads: int = 0
     """torch intra-op threads (0 = torch's default)"""
     max_memory_fraction: float = 0.6
-    """refuse workloads whose tables need more than this share of the machine's memory (use workload.max_rows)"""
+    """refuse workloads whose tables and batches need more than this share of the machine's memory"""
+
+    def __post_init__(self) -> None:
+        _check([(self.warmup >= 0, f"bench.warmup={self.warmup} must be ≥ 0 (untimed calls before timing)"),
+                (self.repeats >= 1, f"bench.repeats={self.repeats} must be ≥ 1 (timed calls per backend)"),
+                (self.threads >= 0, f"bench.threads={self.threads} must be ≥ 0 (0 = torch's default)"),
+                (self.ceiling_buffer_mib >= 1, f"bench.ceiling_buffer_mib={self.ceiling_buffer_mib} must be ≥ 1"),
+                (0 < self.max_memory_fraction <= 1,
+                 f"bench.max_memory_fraction={self.max_memory_fraction} must be in (0, 1]")])
 
 
 @dataclass
@@ -72,6 +92,16 @@ class Config:
     """cache simulation or two-tier cached execution on the same batches (policy off = none)"""
     nmp: NmpConfig = field(default_factory=NmpConfig)
     """near-memory (RecNMP-style) emulation of the same batches (enabled false = none)"""
+
+
+PRECISIONS = ("fp32", "fp16", "int8")
+DEVICES = ("cpu", "cuda")
+
+
+def _check(checks: list[tuple[bool, str]]) -> None:
+    for ok, message in checks:
+        if not ok:
+            raise InputError(message)
 
 
 def register_configs() -> None:

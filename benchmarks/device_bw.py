@@ -16,7 +16,6 @@ CPU). The YAML written records the device, versions, date and this method, for `
 """
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 import sys
@@ -32,6 +31,7 @@ from embedding.generate import WorkloadGenerator
 from embedding.spec import AccessSpec, PoolingSpec, TableSpec, WorkloadSpec
 
 from .calibrate import fit_latency_bandwidth as fit
+from .errors import OneLineParser
 from .timing import time_calls
 
 __all__ = ["measure", "main"]
@@ -131,7 +131,7 @@ def _print(res: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="dlrmbench device-bw", description=__doc__.split("\n")[0])
+    ap = OneLineParser(prog="dlrmbench device-bw", description=__doc__.split("\n")[0])
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--rows", type=int, default=0, help="rows per table (default 8 M on cuda, 1 M on cpu)")
     ap.add_argument("--repeats", type=int, default=20)

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.errors import OneLineParser, check_output_file, one_line
 from embedding.spec import SpecError
 from sharding import (
     BASELINES,
@@ -116,8 +117,16 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _load_plan(path: str) -> ShardingPlan:
+    try:
+        return ShardingPlan.load(path)
+    except (PlanError, OSError, KeyError, TypeError) as e:
+        msg = one_line(e) if not isinstance(e, OSError) else (e.strerror or str(e))
+        raise PlanError(msg if path in msg else f"{path}: {msg}") from None
+
+
 def _compare(args: argparse.Namespace) -> int:
-    plans = [ShardingPlan.load(p) for p in args.plans]
+    plans = [_load_plan(p) for p in args.plans]
     if args.tables:
         topo = load_topology(args.hardware, args.ranks)
         wl = PlanWorkload(load_tables(args.tables), args.batch_size, args.mode)
@@ -183,7 +192,7 @@ def _png(out: str, paths: list[str], plans: list[ShardingPlan], cost: CostModel)
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="dlrmbench", description=__doc__.splitlines()[0])
+    ap = OneLineParser(prog="dlrmbench", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="command", required=True)
 
     def workload_args(p: argparse.ArgumentParser, required: bool) -> None:
@@ -210,12 +219,34 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _check_args(args: argparse.Namespace) -> None:
+    """Numbers a plan cannot be made with, refused by name before anything runs."""
+    checks = [(args.ranks is None or args.ranks >= 1, f"--ranks {args.ranks} must be ≥ 1 (omit it to keep the "
+                                                      "hardware preset's rank count)"),
+              (args.batch_size >= 1, f"--batch-size {args.batch_size} must be ≥ 1")]
+    if args.command == "plan":
+        checks += [(args.anneal >= 0, f"--anneal {args.anneal} must be ≥ 0 (millions of proposals)"),
+                   (args.torchrec_timeout is None or args.torchrec_timeout >= 1,
+                    f"--torchrec-timeout {args.torchrec_timeout} must be ≥ 1 s")]
+    for ok, message in checks:
+        if not ok:
+            raise PlanError(message)
+
+
 def main(argv: list[str] | None = None) -> int:
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
     args = _parser().parse_args(argv)
     try:
+        _check_args(args)
+        if args.command == "plan":
+            check_output_file(args.out, "--out", create_folders=False)
+        elif args.png:
+            check_output_file(args.png, "--png", create_folders=False)
         return _plan(args) if args.command == "plan" else _compare(args)
-    except (PlanError, TopologyError, SpecError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
+    except (PlanError, TopologyError, SpecError, ValueError, OSError, HydraException, OmegaConfBaseException) as e:
+        print(f"dlrmbench {args.command}: error: {one_line(e)}", file=sys.stderr)
         return 2
 
 

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .errors import OneLineParser, check_output_file
+
 __all__ = ["DETERMINISTIC_OVERRIDES", "PLAN_SET", "Verdict", "deterministic_figures", "compare_figures",
            "format_table", "main"]
 
@@ -126,16 +128,34 @@ def _save(path: str, payload: dict) -> None:
     _write_atomic(Path(path), json.dumps(payload, indent=1, sort_keys=True) + "\n")
 
 
-def _load(path: str) -> dict:
+def _load(path: str, key: str = "figures") -> dict:
+    """A saved run: `figures` {name: number} (deterministic) or `probes` {name: {ratios: [≥ 3 numbers]}} (timed);
+    anything else is refused naming the file and what it lacks, before anything is measured."""
     try:
-        return json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise ValueError(f"cannot read baseline {path}: {e}") from None
+        data = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"cannot read baseline {path}: {getattr(e, 'strerror', None) or e}") from None
+    made_by = "regress timed --save" if key == "probes" else "regress deterministic --save"
+    body = data.get(key) if isinstance(data, dict) else None
+    if not isinstance(body, dict) or not body:
+        raise ValueError(f"{path} is not a `{made_by}` file: it has no `{key}` mapping")
+    for name, v in body.items():
+        ok = (isinstance(v, dict) and isinstance(v.get("ratios"), list) and len(v["ratios"]) >= 3
+              and all(_number(x) and x > 0 for x in v["ratios"])) if key == "probes" else _number(v)
+        if not ok:
+            want = "{ratios: [≥ 3 positive numbers]}" if key == "probes" else "a finite number"
+            raise ValueError(f"{path}: {key}[{name!r}] is not {want}")
+    return data
+
+
+def _number(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def _deterministic(args: argparse.Namespace) -> int:
     from .records import environment, git_sha
 
+    base = None if args.save else _load(args.baseline)
     now = _load(args.now)["figures"] if args.now else deterministic_figures()
     if args.save:
         env = environment()
@@ -147,7 +167,6 @@ def _deterministic(args: argparse.Namespace) -> int:
                           "env": {k: env[k] for k in ("python", "torch", "numpy", "platform")}, "figures": now})
         print(f"wrote {len(now)} figures to {args.save}")
         return 0
-    base = _load(args.baseline)
     tolerances = {**base.get("tolerances", {}), **dict(_parse_tol(t) for t in args.tol)}
     rows = compare_figures(base["figures"], now, args.rel_tol, args.abs_tol, tolerances)
     print(f"deterministic check against {args.baseline} (git {base.get('git_sha', '?')})")
@@ -274,7 +293,7 @@ def _timed(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="dlrmbench regress", description=__doc__.splitlines()[0])
+    ap = OneLineParser(prog="dlrmbench regress", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     d = sub.add_parser("deterministic", help="exact figures against a committed baseline")
     d.add_argument("--baseline", default=BASELINE)
@@ -300,6 +319,14 @@ def main(argv: list[str]) -> int:
     try:
         if args.cmd == "timed":
             _check_timed_args(args)
+        if args.cmd == "deterministic":
+            if not (0 <= args.rel_tol < math.inf and 0 <= args.abs_tol < math.inf):
+                raise ValueError(f"--rel-tol and --abs-tol must be finite and ≥ 0, got {args.rel_tol}, {args.abs_tol}")
+            for t in args.tol:
+                if not 0 <= _parse_tol(t)[1] < math.inf:
+                    raise ValueError(f"--tol {t!r}: the tolerance must be finite and ≥ 0")
+        if args.save:
+            check_output_file(args.save, "--save")
         return _deterministic(args) if args.cmd == "deterministic" else _timed(args)
     except (ValueError, KeyError, OSError) as e:
         print(f"dlrmbench regress: error: {e}", file=sys.stderr)

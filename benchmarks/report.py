@@ -7,7 +7,6 @@ Bad input (missing file, no records): one line on stderr, exit 2, nothing writte
 """
 from __future__ import annotations
 
-import argparse
 import html
 import os
 import shutil
@@ -22,6 +21,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from .errors import OneLineParser, check_output_dir  # noqa: E402
 from .records import read_records  # noqa: E402
 
 __all__ = ["load", "build_report", "main"]
@@ -35,9 +35,16 @@ def load(paths: Sequence[str]) -> list[dict]:
         if not Path(p).is_file():
             raise ValueError(f"records file {p} does not exist")
         try:
-            records += read_records(p)
-        except ValueError as e:
-            raise ValueError(f"{p}: not JSON lines ({e})") from None
+            found = read_records(p)
+        except (ValueError, OSError) as e:  # JSONDecodeError, UnicodeDecodeError are ValueErrors
+            raise ValueError(f"{p}: not JSON lines ({getattr(e, 'strerror', None) or e})") from None
+        for i, r in enumerate(found):
+            if not (isinstance(r, dict) and isinstance(r.get("kind"), str) and isinstance(r.get("metrics"), list)
+                    and all(isinstance(m, dict) and isinstance(m.get("name"), str)
+                            and isinstance(m.get("value"), (int, float)) for m in r["metrics"])):
+                raise ValueError(f"{p}: record {i + 1} is not a dlrmbench record (needs kind and metrics with "
+                                 "name and value)")
+        records += found
     if not records:
         raise ValueError(f"no records in {', '.join(paths)}")
     return records
@@ -239,12 +246,13 @@ def build_report(records: list[dict], out_dir: str | os.PathLike, title: str = "
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="dlrmbench report", description=__doc__.splitlines()[0])
+    ap = OneLineParser(prog="dlrmbench report", description=__doc__.splitlines()[0])
     ap.add_argument("records", nargs="+", help="records JSONL files (run, sweep, plan records)")
     ap.add_argument("--out", default="results/report", help="folder for report.md, report.html, *.png")
     ap.add_argument("--title", default="dlrmbench report")
     args = ap.parse_args(argv)
     try:
+        check_output_dir(args.out, "--out")
         path = build_report(load(args.records), args.out, args.title)
     except ValueError as e:
         print(f"dlrmbench report: error: {e}", file=sys.stderr)

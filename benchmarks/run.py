@@ -4,16 +4,19 @@ workload → batches (generated before any timing) → each backend timed on the
 """
 from __future__ import annotations
 
+import json
 import os
 import sys
+import tempfile
 import time
 from dataclasses import replace
 
 import hydra
 import torch
 from hydra.core.hydra_config import HydraConfig
+from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import ValidationError
+from omegaconf.errors import OmegaConfBaseException, ValidationError
 
 from embedding.backends import BackendError, init_weights
 from embedding.cache.config import CacheConfigError
@@ -24,8 +27,9 @@ from embedding.spec import SpecError, WorkloadSpec
 from embedding.traces import trace_statistics
 from embedding.workload_config import build_workload
 
-from .compose import CONF_DIR
+from .compose import CONF_DIR, compose_config
 from .config import Config, register_configs
+from .errors import InputError, check_output_file, one_line
 from .local import harness_overhead, make_backend, run_backend, run_model
 from .records import append_records, environment, git_sha, metric, new_run_id
 from .report_table import print_table
@@ -34,17 +38,35 @@ from .sweep import SKIPPED, skip_finished_job
 register_configs()
 
 # Errors that mean bad input (config, trace, table list): reported in one line, exit 2, no record written.
-INPUT_ERRORS = (SpecError, BackendError, CacheConfigError, CacheInputError, NmpConfigError, ValidationError)
+INPUT_ERRORS = (SpecError, BackendError, CacheConfigError, CacheInputError, NmpConfigError, ValidationError,
+                InputError)
+# ... and those of composing the config (unknown key or group option, a value of the wrong type)
+CONFIG_ERRORS = (*INPUT_ERRORS, HydraException, OmegaConfBaseException)
+
+
+def batch_bytes(spec: WorkloadSpec) -> float:
+    """Bytes of one generated batch: indices (8 per lookup), lengths and offsets (8 per bag), dense features and
+    labels (4 each)."""
+    bags = spec.num_tables * spec.batch_size
+    return spec.batch_size * (spec.lookups_per_sample * 8 + spec.dense.num_dense_features * 4 + 4) + bags * 16
 
 
 def _check_memory(spec: WorkloadSpec, fraction: float) -> None:
+    """Refuse, before generating anything, a workload whose tables, or whose batches (kept twice: as generated and
+    as each backend's input tensors), need more than `fraction` of this machine's memory."""
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    need = spec.total_bytes
-    if need > fraction * total:
-        biggest = max(spec.tables, key=lambda t: t.bytes)
-        raise SpecError(f"workload {spec.name!r} needs {need / 2**30:.1f} GiB of tables, more than "
-                        f"{fraction:.0%} of this machine's {total / 2**30:.1f} GiB; cap rows with "
-                        f"workload.max_rows=N (largest table {biggest.name!r}: {biggest.rows} rows)")
+    tables, batches = spec.total_bytes, 2 * spec.num_batches * batch_bytes(spec)
+    if tables + batches <= fraction * total:
+        return
+    share = f"more than {fraction:.0%} of this machine's {total / 2**30:.1f} GiB (bench.max_memory_fraction)"
+    if batches >= tables:
+        raise SpecError(f"workload {spec.name!r}: {spec.num_batches} batches × {spec.batch_size} samples × "
+                        f"{spec.lookups_per_sample:g} lookups need {batches / 2**30:.1f} GiB (generated and as "
+                        f"backend inputs), {share}; lower workload.num_batches or workload.batch_size")
+    biggest = max(spec.tables, key=lambda t: t.bytes)
+    raise SpecError(f"workload {spec.name!r} needs {tables / 2**30:.1f} GiB of tables and {batches / 2**30:.1f} GiB "
+                    f"of batches, {share}; cap rows with workload.max_rows=N (largest table {biggest.name!r}: "
+                    f"{biggest.rows} rows)")
 
 
 def workload_summary(spec: WorkloadSpec) -> dict:
@@ -68,6 +90,8 @@ def execute(cfg: Config) -> list[dict]:
     emulating = cfg.cache.policy != "off" or cfg.nmp.enabled
     if unknown or not (cfg.backend.names or emulating):
         raise BackendError(f"unknown backend(s) {unknown or '(none given)'}; choose from {sorted(BACKENDS)}")
+    if cfg.placement.device == "cuda" and not torch.cuda.is_available():
+        raise BackendError("placement.device=cuda but torch sees no GPU here; use placement=cpu")
     spec = build_workload(cfg.workload)
     _check_memory(spec, cfg.bench.max_memory_fraction)
     if cfg.bench.threads:
@@ -129,6 +153,16 @@ def execute(cfg: Config) -> list[dict]:
     return records
 
 
+def _rescue(records: list[dict], path: str, error: OSError) -> None:
+    """The records file failed after measuring (device full, removed folder): keep the measurements elsewhere."""
+    fd, tmp = tempfile.mkstemp(prefix="dlrmbench-records-", suffix=".jsonl")
+    with os.fdopen(fd, "w") as f:
+        f.writelines(json.dumps(r, default=str) + "\n" for r in records)
+    print(f"dlrmbench: error: cannot append to {path} ({error.strerror or error}); the {len(records)} records "
+          f"were written to {tmp} instead", file=sys.stderr)
+    raise SystemExit(1)
+
+
 def _progress(total: int, enabled: bool):
     from tqdm import tqdm
 
@@ -140,17 +174,53 @@ def main(cfg: DictConfig) -> str | None:
     if skip_finished_job(cfg):  # a multirun job whose config already has records (output.resume=false forces it)
         return SKIPPED
     try:
+        check_output_file(cfg.output.records, "output.records")
         records = execute(OmegaConf.to_object(cfg))  # dataclasses: each part's __post_init__ validates it
     except INPUT_ERRORS as e:
-        print(f"dlrmbench: error: {e}", file=sys.stderr)
+        print(f"dlrmbench run: error: {one_line(e)}", file=sys.stderr)
         if HydraConfig.get().mode.name == "MULTIRUN":
             raise  # Hydra marks only this job failed; the sweep goes on
         raise SystemExit(2) from None
-    append_records(cfg.output.records, records)
+    try:
+        append_records(cfg.output.records, records)
+    except OSError as e:
+        _rescue(records, cfg.output.records, e)
     print_table(records)
     print(f"\n{len(records)} records appended to {cfg.output.records} (run {records[0]['run_id']})")
     return None
 
 
+def _combinations(argv: list[str]) -> list[list[str]]:
+    """The override lists of a single run (argv) or of each job of a command-line sweep (`-m a=1,2 b=x,y`)."""
+    overrides = [a for a in argv if a not in ("-m", "--multirun")]
+    if len(overrides) == len(argv):
+        return [overrides]
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+
+
+def cli(argv: list[str]) -> int:
+    """`dlrmbench run [overrides]`: compose and check the config first (one line, exit 2 on bad input), then run
+    the Hydra app (a single run, or a sweep with -m)."""
+    flags = [a for a in argv if a.startswith("-") and a not in ("-m", "--multirun")]
+    if not flags:  # --help, --cfg, -c ... go straight to Hydra
+        try:
+            for job in _combinations(argv)[:64]:
+                cfg = compose_config([o for o in job if not o.startswith("hydra")])
+                check_output_file(cfg.output.records, "output.records")
+        except CONFIG_ERRORS as e:
+            print(f"dlrmbench run: error: {one_line(e)}", file=sys.stderr)
+            return 2
+    sys.argv = ["dlrmbench run", *argv]
+    try:
+        main()
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    return 0
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(cli(sys.argv[1:]))

@@ -11,7 +11,6 @@ failed job keeps its row (status failed) instead of vanishing from the table.
 """
 from __future__ import annotations
 
-import argparse
 import csv
 import hashlib
 import io
@@ -27,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
+
+from .errors import OneLineParser
 
 __all__ = ["config_hash", "resolved_config", "finished_jobs", "skip_finished_job", "SweepCallback", "SKIPPED", "gather", "write_tables",
            "markdown_table", "plan_records", "main"]
@@ -345,7 +346,7 @@ def plan_records(tables: str, hardware: str, optimizers: Sequence[str], ranks: S
 
 def main(argv: list[str]) -> int:
     """`dlrmbench sweep gather|plans ...`; bad input: one line on stderr, exit 2, nothing written."""
-    ap = argparse.ArgumentParser(prog="dlrmbench sweep", description=__doc__.splitlines()[0])
+    ap = OneLineParser(prog="dlrmbench sweep", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     g = sub.add_parser("gather", help="build sweep.csv and sweep.md of a multirun folder")
     g.add_argument("sweep_dir")

@@ -27,6 +27,7 @@ import numpy as np
 
 from benchmarks.distributed.config import compose_dist
 from benchmarks.distributed.jobs import metric_value, rank_values, run_cases
+from benchmarks.errors import OneLineParser
 from benchmarks.records import append_records, environment, git_sha, metric, new_run_id
 from embedding.workload_config import build_workload
 from sharding.layouts import column_splits, table_plan
@@ -157,7 +158,7 @@ def error_table(cases: list[dict]) -> tuple[list[str], dict[str, float]]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="dlrmbench validate-cost", description=__doc__.splitlines()[0])
+    p = OneLineParser(prog="dlrmbench validate-cost", description=__doc__.splitlines()[0])
     p.add_argument("--hardware", default="", help="hardware preset or YAML (default: "
                    "results/hardware/calibrated.yaml when `dlrmbench calibrate` wrote it, else dev_2core)")
     p.add_argument("--world-sizes", default="2", help="comma-separated rank counts, one job each")

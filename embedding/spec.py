@@ -4,14 +4,21 @@ Everything here is validated on construction, so a `WorkloadSpec` that exists is
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
-__all__ = ["PoolingSpec", "AccessSpec", "TableSpec", "DenseArch", "WorkloadSpec", "SpecError", "DTYPE_BYTES"]
+__all__ = ["PoolingSpec", "AccessSpec", "TableSpec", "DenseArch", "WorkloadSpec", "SpecError", "DTYPE_BYTES",
+           "ZIPF_ALPHA_MAX", "SEED_MAX"]
 
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1, "int4": 0.5}
 POOLING_KINDS = ("fixed", "uniform", "skewed")
 ACCESS_KINDS = ("uniform", "zipf", "trace")
 MODES = ("inference", "train")
+ZIPF_ALPHA_MAX = 100.0
+"""largest Zipf alpha the generator takes: its tail fit holds to about 150, and at 100 the hottest row already
+takes all but 2^-100 of the lookups"""
+SEED_MAX = 2**63 - 1
+"""seeds are non-negative 64-bit integers (numpy's SeedSequence refuses negative ones)"""
 
 
 class SpecError(ValueError):
@@ -38,6 +45,7 @@ class PoolingSpec:
 
     def __post_init__(self) -> None:
         _require(self.kind in POOLING_KINDS, f"pooling.kind {self.kind!r} is not one of {POOLING_KINDS}")
+        _require(math.isfinite(self.mean), f"pooling.mean must be a finite number, got {self.mean}")
         if self.kind == "fixed":
             _require(self.mean >= 1 and float(self.mean).is_integer(), f"fixed pooling needs an integer mean ≥ 1, got {self.mean}")
         elif self.kind == "uniform":
@@ -63,7 +71,8 @@ class AccessSpec:
     def __post_init__(self) -> None:
         _require(self.kind in ACCESS_KINDS, f"access.kind {self.kind!r} is not one of {ACCESS_KINDS}")
         if self.kind == "zipf":
-            _require(self.alpha > 0, f"zipf alpha must be > 0, got {self.alpha}")
+            _require(0 < self.alpha <= ZIPF_ALPHA_MAX,
+                     f"zipf alpha must be > 0 and ≤ {ZIPF_ALPHA_MAX:g}, got {self.alpha}")
 
 
 @dataclass(frozen=True)
@@ -128,7 +137,9 @@ class WorkloadSpec:
     def __post_init__(self) -> None:
         _require(len(self.tables) > 0, f"workload {self.name!r} has no tables")
         _require(self.batch_size > 0, f"workload {self.name!r}: batch_size must be > 0, got {self.batch_size}")
-        _require(self.num_batches > 0, f"workload {self.name!r}: num_batches must be > 0, got {self.num_batches}")
+        _require(self.num_batches > 0, f"workload {self.name!r}: num_batches must be > 0, got {self.num_batches}"
+                 + (" (0 means 'all the trace holds' only with workload.trace)" if self.num_batches == 0 else ""))
+        _require(0 <= self.seed <= SEED_MAX, f"workload {self.name!r}: seed must be in 0..2^63-1, got {self.seed}")
         _require(self.mode in MODES, f"workload {self.name!r}: mode {self.mode!r} is not one of {MODES}")
         names = [t.name for t in self.tables]
         _require(len(set(names)) == len(names), f"workload {self.name!r}: table names repeat")

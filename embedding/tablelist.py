@@ -22,10 +22,10 @@ def table_from_row(row: dict, where: str, dtype: str = "fp32") -> TableSpec:
     if missing:
         raise SpecError(f"{where}: missing column(s) {missing}; a table list needs {list(REQUIRED_COLUMNS)}")
     try:
-        rows, dim, pooling = int(row["rows"]), int(row["dim"]), float(row["pooling"])
-        alpha = float(row.get("alpha") or 0.0)
+        rows, dim = _integer(row["rows"], "rows"), _integer(row["dim"], "dim")
+        pooling, alpha = float(row["pooling"]), float(row.get("alpha") or 0.0)
     except (TypeError, ValueError) as e:
-        raise SpecError(f"{where}: table {row['name']!r} has a non-numeric value ({e})") from e
+        raise SpecError(f"{where}: table {row['name']!r} has a non-numeric value ({e})") from None
     if pooling < 1:
         raise SpecError(f"{where}: table {row['name']!r} pooling must be ≥ 1, got {pooling}")
     pool = PoolingSpec("fixed", pooling) if pooling.is_integer() else PoolingSpec("skewed", pooling)
@@ -33,10 +33,32 @@ def table_from_row(row: dict, where: str, dtype: str = "fp32") -> TableSpec:
     return TableSpec(name=str(row["name"]), rows=rows, dim=dim, dtype=dtype, pooling=pool, access=access)
 
 
+def _integer(value, column: str) -> int:
+    """An integer column: 12, "12" or 12.0; refuses 1.5 (never truncated) and booleans."""
+    if isinstance(value, bool):
+        raise ValueError(f"{column} {value!r} is not an integer")
+    if isinstance(value, int):
+        return value
+    number = float(value)
+    if not number.is_integer():
+        raise ValueError(f"{column} {value!r} is not an integer")
+    return int(number)
+
+
 def load_table_list(path: str | Path, dtype: str = "fp32") -> tuple[TableSpec, ...]:
     path = Path(path)
     if not path.is_file():
         raise SpecError(f"table list {path}: no such file")
+    try:
+        return _load(path, dtype)
+    except (UnicodeDecodeError, yaml.YAMLError, csv.Error) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise SpecError(f"table list {path}: not a CSV or YAML table list ({first[:200]})") from None
+    except OSError as e:
+        raise SpecError(f"table list {path}: cannot be read ({e.strerror or e})") from None
+
+
+def _load(path: Path, dtype: str) -> tuple[TableSpec, ...]:
     if path.suffix.lower() in (".yaml", ".yml"):
         data = yaml.safe_load(path.read_text())
         rows = data.get("tables") if isinstance(data, dict) else data

@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import os
 import tempfile
+import warnings
 import zlib
 from pathlib import Path
 
@@ -48,16 +49,42 @@ def load_trace(path: str | os.PathLike, rows: list[int] | None = None) -> Batch:
     if not path.is_file():
         raise TraceError(f"trace {path}: no such file")
     try:
-        with _open(path) as f:
+        with _open(path) as f, warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch's notes on pickle protocols are not the user's business
             obj = torch.load(f, weights_only=True, map_location="cpu")
-    except (EOFError, OSError, zlib.error, gzip.BadGzipFile) as e:
-        raise TraceError(f"trace {path}: cannot be read ({type(e).__name__}: {e}); corrupt or truncated file?") from e
-    except Exception as e:  # the restricted unpickler raises plain Exceptions for foreign objects
-        raise TraceError(f"trace {path}: not a tensor triple that loads without code ({e})") from e
+    except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+        raise TraceError(f"trace {path}: cannot be read ({type(e).__name__}: {_reason(e)}); corrupt or truncated "
+                         "file?") from None
+    except OSError as e:
+        raise TraceError(f"trace {path}: cannot be read ({e.strerror or _reason(e)})") from None
+    except Exception as e:  # pickle.UnpicklingError and others: the restricted unpickler refuses anything but tensors
+        raise TraceError(f"trace {path}: not a dlrm_datasets trace: {_reason(e)} (expected a torch.save'd tuple "
+                         "(indices, offsets, lengths) of integer tensors)") from None
     if not (isinstance(obj, (tuple, list)) and len(obj) == 3 and all(isinstance(x, torch.Tensor) for x in obj)):
-        raise TraceError(f"trace {path}: expected a tuple (indices, offsets, lengths) of tensors")
+        raise TraceError(f"trace {path}: not a dlrm_datasets trace: expected a tuple (indices, offsets, lengths) "
+                         f"of tensors, got {type(obj).__name__}")
+    for what, x in zip(("indices", "offsets", "lengths"), obj, strict=True):
+        if x.dtype.is_floating_point or x.dtype.is_complex or x.dtype == torch.bool:
+            raise TraceError(f"trace {path}: {what} are {str(x.dtype).removeprefix('torch.')}, not integers (a "
+                             "dlrm_datasets trace holds integer tensors; values are never truncated)")
     indices, offsets, lengths = (x.numpy().astype(np.int64, copy=False) for x in obj)
     return validate_trace(indices, offsets, lengths, str(path), rows)
+
+
+def _reason(e: BaseException) -> str:
+    """The gist of a load error in one line, without torch's advice on `weights_only` (never to be followed for a
+    file of unknown origin): what the restricted unpickler refused, or the error's first line."""
+    text = str(e)
+    if "WeightsUnpickler error:" in text:
+        detail = next((x.strip() for x in text.split("WeightsUnpickler error:", 1)[1].splitlines() if x.strip()), "")
+        detail = detail.split(" was not an allowed global")[0].split(". Please")[0]
+        if "global" in detail.lower():
+            return f"it holds objects that cannot be loaded without code ({detail[:120]})"
+        return f"not a torch.save file ({detail[:120] or type(e).__name__})"
+    lines = [x.strip() for x in text.splitlines() if x.strip()]
+    first = lines[0][:160] if lines else type(e).__name__
+    bad = ("weights_only", "weights only", "trust", "torch.load")
+    return type(e).__name__ if any(w in first.lower() for w in bad) else first
 
 
 def validate_trace(ind: np.ndarray, off: np.ndarray, lens: np.ndarray, name: str = "trace",
@@ -109,19 +136,36 @@ def save_trace(path: str | os.PathLike, batch: Batch, compress: bool | None = No
 
 
 def workload_from_trace(path: str, batch_size: int, num_batches: int = 0, dim: int = 64, seed: int = 0,
-                        mode: str = "inference", name: str | None = None) -> WorkloadSpec:
+                        mode: str = "inference", name: str | None = None,
+                        tables: tuple[TableSpec, ...] | None = None) -> WorkloadSpec:
     """A workload whose tables are the trace's (rows = max index + 1, floor 1; pooling = mean length) and whose
-    batches are the trace's samples cut into `batch_size` pieces (`num_batches` 0 = as many as fit)."""
+    batches are the trace's samples cut into `batch_size` pieces (`num_batches` 0 = as many as fit).
+
+    `tables` (a table list: one per trace table, in order) gives names, rows and dims instead; every index of the
+    trace must be below its table's rows. Pooling always comes from the trace's lengths."""
     trace = load_trace(path)
+    if batch_size < 1 or num_batches < 0:
+        raise TraceError(f"trace {path}: batch_size must be ≥ 1 and num_batches ≥ 0 (0 = all that fit), got "
+                         f"{batch_size} and {num_batches}")
     fit = trace.batch_size // batch_size
     if fit == 0:
         raise TraceError(f"trace {path}: {trace.batch_size} samples, fewer than batch_size {batch_size}")
     mean_len = trace.lengths.mean(axis=1)
-    tables = tuple(
-        TableSpec(name=f"t{t}", rows=max(1, int(r)), dim=dim,
-                  pooling=PoolingSpec("skewed", max(1.0, float(mean_len[t]))), access=AccessSpec("trace"))
-        for t, r in enumerate(rows_per_table(trace)))
-    return WorkloadSpec(name=name or Path(path).name, tables=tables, batch_size=batch_size,
+    have = rows_per_table(trace)
+    if tables is not None:
+        if len(tables) != trace.num_tables:
+            raise TraceError(f"trace {path}: {trace.num_tables} tables in the trace, {len(tables)} in the table list")
+        for t, (spec, r) in enumerate(zip(tables, have, strict=True)):
+            if r > spec.rows:
+                raise TraceError(f"trace {path}: table {t} ({spec.name!r}) has index {r - 1}, out of range for the "
+                                 f"table list's {spec.rows} rows")
+        shapes = [(spec.name, spec.rows, spec.dim, spec.dtype) for spec in tables]
+    else:
+        shapes = [(f"t{t}", max(1, int(r)), dim, "fp32") for t, r in enumerate(have)]
+    specs = tuple(TableSpec(name=n, rows=r, dim=d, dtype=dt,
+                            pooling=PoolingSpec("skewed", max(1.0, float(mean_len[t]))), access=AccessSpec("trace"))
+                  for t, (n, r, d, dt) in enumerate(shapes))
+    return WorkloadSpec(name=name or Path(path).name, tables=specs, batch_size=batch_size,
                         num_batches=min(num_batches, fit) if num_batches else fit, seed=seed, mode=mode,
                         trace=str(path))
 

@@ -107,8 +107,18 @@ def build_workload(cfg: WorkloadConfig) -> WorkloadSpec:
     """Validate the config and build the workload; raises SpecError naming the offending field."""
     dense = DenseArch(cfg.dense.num_dense_features, tuple(cfg.dense.bottom_mlp), tuple(cfg.dense.top_mlp))
     if cfg.trace:
+        others = [k for k, v in (("rows", cfg.rows), ("tables", cfg.tables), ("random_tables.count",
+                                                                           cfg.random_tables.count)) if v]
+        if others:
+            raise SpecError(f"workload {cfg.name!r}: workload.trace brings its own tables, so workload."
+                            f"{others[0]} must be empty (start from workload=trace, or give the tables' shapes "
+                            "with workload.table_list)")
+        if cfg.max_rows:
+            raise SpecError(f"workload {cfg.name!r}: max_rows cannot cap a trace's tables (its indices would fall "
+                            "outside them); set workload.max_rows=0")
+        listed = load_table_list(cfg.table_list, cfg.dtype) if cfg.table_list else None
         spec = workload_from_trace(cfg.trace, cfg.batch_size, cfg.num_batches, cfg.dim, cfg.seed, cfg.mode,
-                                   name=cfg.name)
+                                   name=cfg.name, tables=listed)
         return replace(spec, dense=dense)
     access = _access(cfg.access, f"workload {cfg.name!r} access")
     tables: list[TableSpec] = []

@@ -66,7 +66,7 @@ class Shard:
                             f"tier, cache_fraction], got {x!r}")
         try:
             return cls(int(x[0]), int(x[1]), int(x[2]), int(x[3]), int(x[4]), str(x[5]), float(x[6]))
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise PlanError(f"table {table!r}: shard {x!r} has a field of the wrong type") from None
 
 
@@ -121,6 +121,10 @@ class ShardingPlan:
     def from_dict(cls, d: Any) -> ShardingPlan:
         if not isinstance(d, dict) or d.get("format") != PLAN_FORMAT:
             raise PlanError(f"not a plan file: expected format {PLAN_FORMAT!r}")
+        if not isinstance(d.get("tables") or {}, dict) or not all(isinstance(t, dict) for t in d["tables"].values()):
+            raise PlanError("plan file: `tables` must map each table name to {sharding_type, shards}")
+        if not isinstance(d.get("meta") or {}, dict):
+            raise PlanError("plan file: `meta` must be a mapping")
         tables: dict[str, TablePlan] = {}
         for name, tp in (d.get("tables") or {}).items():
             try:
@@ -128,6 +132,8 @@ class ShardingPlan:
             except (KeyError, ValueError, TypeError):
                 raise PlanError(f"table {name!r}: missing or unknown sharding_type "
                                 f"(one of {[s.value for s in ShardingType]})") from None
+            if not isinstance(tp.get("shards", []), list):
+                raise PlanError(f"table {name!r}: shards must be a list")
             shards = tuple(Shard.from_list(x, name) for x in tp.get("shards", []))
             tables[name] = TablePlan(name, st, shards)
         try:
@@ -154,6 +160,9 @@ class ShardingPlan:
         try:
             with open(path) as f:
                 data = json.load(f)
-        except json.JSONDecodeError as e:
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise PlanError(f"plan file {path} is not valid JSON: {e}") from None
-        return cls.from_dict(data)
+        try:
+            return cls.from_dict(data)
+        except PlanError as e:
+            raise PlanError(f"plan file {path}: {e}") from None

@@ -39,7 +39,12 @@ def load_tables(spec: str) -> tuple[TableSpec, ...]:
         raise SpecError(f"tables {spec!r}: no such file or workload preset (presets: {presets})")
     if path.suffix.lower() in (".yaml", ".yml"):
         import yaml
-        data = yaml.safe_load(path.read_text())
-        if isinstance(data, dict) and "tables" not in data:
-            return _preset(path)
+        from omegaconf.errors import OmegaConfBaseException
+        try:
+            data = yaml.safe_load(path.read_text())
+            if isinstance(data, dict) and "tables" not in data:
+                return _preset(path)
+        except (yaml.YAMLError, UnicodeDecodeError, OmegaConfBaseException) as e:
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise SpecError(f"tables {spec!r}: not a workload preset or table list ({first[:200]})") from None
     return load_table_list(path)

@@ -8,6 +8,7 @@ id is decided by rank 0 and broadcast, see `benchmarks.distributed.worker`).
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 
 from hydra import compose, initialize_config_dir
@@ -23,7 +24,8 @@ __all__ = ["DistConfig", "DistRunConfig", "DistConfigError", "register_dist_conf
 MODELS = ("embedding", "dlrm")
 PLAN_SOURCES = ("ours", "torchrec", "greedy_size", "greedy_lookups", "greedy_size_lookups", "round_robin",
                 "random", "best_greedy")
-FAULTS = ("none", "raise", "kill")
+FAULTS = ("none", "raise", "kill", "hang")
+TIMEOUT_MAX_S = 7 * 24 * 3600
 
 
 class DistConfigError(ValueError):
@@ -37,7 +39,8 @@ class DistConfig:
     backend: str = "auto"
     """auto (gloo on CPU, nccl on CUDA) | gloo | nccl"""
     timeout_s: float = 120.0
-    """collective timeout on every rank, and the local spawner's limit for the whole job"""
+    """collective timeout on every rank; the local launcher also ends a job when a rank spends longer than this in
+    one phase (rendezvous, sharding, verify, steps)"""
     plan: str = "ours"
     """optimizer that plans (ours | torchrec | best_greedy | a sharding.baselines name) or a plan JSON file"""
     hardware: str = "dev_2core"
@@ -66,14 +69,22 @@ class DistConfig:
     cases: str = ""
     """JSON file of several cases (plan + workload overrides) to run in one job (validate/compare use it)"""
     fault: str = "none"
-    """fault injection for tests: none | raise | kill (SIGKILL itself) on `fault_rank` at step `fault_step`"""
+    """fault injection for tests: none | raise | kill (SIGKILL itself) | hang (sleep for ever) on `fault_rank` at
+    step `fault_step`"""
     fault_rank: int = 1
     fault_step: int = 1
 
     def __post_init__(self) -> None:
         checks = [(self.world_size >= 0, f"dist.world_size must be ≥ 0, got {self.world_size}"),
                   (self.backend in ("auto", "gloo", "nccl"), f"dist.backend {self.backend!r} is not auto|gloo|nccl"),
-                  (self.timeout_s > 0, f"dist.timeout_s must be > 0, got {self.timeout_s}"),
+                  (0 < self.timeout_s <= TIMEOUT_MAX_S,
+                   f"dist.timeout_s must be > 0 and ≤ {TIMEOUT_MAX_S} s (a week), got {self.timeout_s}"),
+                  (math.isfinite(self.learning_rate) and self.learning_rate > 0,
+                   f"dist.learning_rate must be a finite number > 0, got {self.learning_rate}"),
+                  (self.threads >= 0, f"dist.threads must be ≥ 0 (0 = CPUs / local ranks), got {self.threads}"),
+                  (self.fault == "none" or self.fault_step >= 0 and 0 <= self.fault_rank < max(1, self.world_size),
+                   f"dist.fault_rank {self.fault_rank} / fault_step {self.fault_step}: need a rank of the job and a "
+                   "step ≥ 0"),
                   (self.model in MODELS, f"dist.model {self.model!r} is not one of {MODELS}"),
                   (self.mode in ("train", "inference", "workload"),
                    f"dist.mode {self.mode!r} is not train|inference|workload"),

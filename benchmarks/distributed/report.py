@@ -19,7 +19,7 @@ from sharding.workload import PlanError
 from .case import Case, resolved_config
 from .stages import STAGES
 
-__all__ = ["build_records", "predictions", "print_summary"]
+__all__ = ["build_records", "predictions", "print_summary", "verify_summary"]
 
 _EMB = [s for s in STAGES if s != "dense_backward"]
 _BUSY = ("lookup", "lookup_bwd", "optimizer", "dense_backward")
@@ -125,3 +125,19 @@ def print_summary(rec: dict) -> None:
     for r in range(world):
         print(f"  {r:>4} " + " ".join(f"{by[s][r]:>12.3f} ms" for s in STAGES)
               + f" {by['predicted_rank_time'][r]:>8.3f} ms")
+    for line in verify_summary(rec):
+        print("  " + line)
+
+
+def verify_summary(rec: dict) -> list[str]:
+    """What dist.verify compared, in words: the sharded forward per feature (or the DLRM logits) and, when
+    training, every weight after one step, each against the unsharded module on the same batches."""
+    parts = []
+    for kind, what in (("forward", "forward"), ("update", "weights after one training step")):
+        diffs = {m["table"]: m["value"] for m in rec["metrics"] if m["name"] == f"verify_{kind}_max_abs_diff"}
+        if diffs:
+            worst = max(diffs, key=lambda k: diffs[k])
+            over = "the logits" if list(diffs) == ["logits"] else f"{len(diffs)} " + (
+                "features" if kind == "forward" else "weights")
+            parts.append(f"{what}: max |sharded − unsharded| {diffs[worst]:.2e} over {over} (largest: {worst})")
+    return [f"verified against the unsharded module on every rank's batch: {'; '.join(parts)}"] if parts else []

@@ -35,6 +35,7 @@ from .model import (
     reference_state,
     shard_module,
 )
+from .phases import report_phase
 from .report import build_records, print_summary
 from .stages import STAGES, StageTimer, allreduce_bytes, find_sharded_ebc
 
@@ -82,6 +83,9 @@ def _inject_fault(cfg: DistRunConfig, step: int) -> None:
         return
     if d.fault == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
+    if d.fault == "hang":
+        while True:  # the others wait for it in the next collective: dist.timeout_s must end the job
+            time.sleep(1)
     raise RuntimeError(f"injected fault (dist.fault=raise) at step {step}")
 
 
@@ -94,14 +98,17 @@ def _build(case: Case, device: torch.device, pg) -> torch.nn.Module:
     return dmp
 
 
-def run_case(case: Case, device: torch.device, out_dir: str) -> dict:
+def run_case(case: Case, device: torch.device, out_dir: str, case_index: int = 0) -> dict:
     """Time plain steps (step time), then staged steps (per-stage breakdown); this rank's results."""
     d, spec, rank, world = case.cfg.dist, case.spec, dist.get_rank(), dist.get_world_size()
     checks = None
     if d.verify:
         from .verify import verify_case
 
-        checks = verify_case(case, _build(case, device, dist.group.WORLD), device, world)
+        dmp = _build(case, device, dist.group.WORLD)
+        report_phase("verify", case_index)
+        checks = verify_case(case, dmp, device, world)
+        report_phase("sharding", case_index)
     dmp = _build(case, device, dist.group.WORLD)
     gen = WorkloadGenerator(spec)
     inputs = [make_inputs(spec, gen.batch(rank * spec.num_batches + i), device) for i in range(spec.num_batches)]
@@ -129,6 +136,7 @@ def run_case(case: Case, device: torch.device, out_dir: str) -> dict:
             opt.zero_grad()
 
     clock = timer._now
+    report_phase("steps", case_index)
     step_s = []
     for k in range(d.warmup + d.repeats):
         _inject_fault(case.cfg, k)
@@ -161,6 +169,7 @@ def _profiler(enabled: bool):
 
 @record
 def main(argv: list[str] | None = None) -> int:
+    report_phase("rendezvous")
     overrides = list(sys.argv[1:] if argv is None else argv)
     cfg = compose_dist(overrides)
     rank, world = _env_int("RANK"), _env_int("WORLD_SIZE")
@@ -171,13 +180,15 @@ def main(argv: list[str] | None = None) -> int:
     device = _device(cfg)
     dist.init_process_group(_backend(cfg, device), timeout=timedelta(seconds=cfg.dist.timeout_s))
     try:
+        report_phase("sharding")
         run_id, out_dir = _broadcast_run(cfg)
-        for label, case_overrides, plan_source in load_cases(cfg, overrides):
+        for index, (label, case_overrides, plan_source) in enumerate(load_cases(cfg, overrides)):
+            report_phase("sharding", index)
             case = resolve_case(label, case_overrides, plan_source, world)
             if rank == 0:
                 case.plan.save(Path(out_dir) / plan_file(label))
             t0 = time.perf_counter()
-            mine = run_case(case, device, out_dir)
+            mine = run_case(case, device, out_dir, index)
             gathered = [None] * world if rank == 0 else None
             dist.gather_object(mine, gathered, dst=0)
             if rank == 0:
@@ -188,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
                 print_summary(records[0])
                 print(f"  ({time.perf_counter() - t0:.1f} s) record appended to {cfg.output.records}, run {run_id}",
                       flush=True)
+        report_phase("done")
         dist.barrier()
     finally:
         dist.destroy_process_group()

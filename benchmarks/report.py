@@ -169,7 +169,7 @@ def backend_figures(records: list[dict]) -> list[Figure]:
         latest = list(_latest(group, lambda r: (r["backend"], r.get("precision", ""))).values())
         latest.sort(key=lambda r: (r["backend"], r.get("precision", "")))
         labels = [f"{r['backend']} {r.get('precision', '')}".strip() for r in latest]
-        marks = flagged([(lab, _m(r, "batch_time") or _m(r, "samples_per_s"), r.get("load"))
+        marks = flagged([(lab, _m(r, "samples_per_s"), r.get("load"))  # the spread the bars show
                          for lab, r in zip(labels, latest, strict=True)])
         fig, axes = plt.subplots(1, 2, figsize=(11, 1.2 + 0.55 * len(latest)), squeeze=False)
         kinds = set()
@@ -182,6 +182,7 @@ def backend_figures(records: list[dict]) -> list[Figure]:
             err = [[max(v - lo, 0) for v, (lo, _, _) in zip(vals, spans, strict=True)],
                    [max(hi - v, 0) for v, (_, hi, _) in zip(vals, spans, strict=True)]]
             bars = ax.barh(range(len(latest)), vals, xerr=err, capsize=3, color="tab:blue", alpha=0.8)
+            ax.bar_label(bars, [_fmt(v) for v in vals], fontsize=7, padding=2)
             for bar, lab in zip(bars, labels, strict=True):
                 if lab in marks:
                     bar.set_hatch("//")
@@ -252,14 +253,20 @@ def _line_figure(name: str, heading: str, question: str, recs: list[dict], x_pat
     distinct = sorted({k for key in lines for k, _ in key if len({dict(s).get(k) for s in lines}) > 1})
     fig, ax = plt.subplots(figsize=(8, 4.6))
     head = ["series", xlabel, ylabel, "spread", "repeats", "load avg", "note"]
-    rows, busy, reps, all_x = [], 0, set(), set()
-    for i, (key, group) in enumerate(sorted(lines.items(), key=lambda kv: _label(kv[0], distinct, kv[1][0]))):
+    rows, busy, reps, all_x, ys_all = [], 0, set(), set(), []
+    def order(kv):  # numbers by value, the rest by name: mean=4 before mean=16
+        d = dict(kv[0])
+        vals = [json.loads(d[p]) if p in d else None for p in distinct]
+        return [(0, v, "") if isinstance(v, int | float) else (1, 0, str(v)) for v in vals]
+
+    for i, (key, group) in enumerate(sorted(lines.items(), key=order)):
         group = sorted(group, key=x_of)
         label = _label(key, distinct, group[0])
         xs = [x_of(r) for r in group]
         all_x |= set(xs)
         ms = [_m(r, y_metric) for r in group]
         ys = [m["value"] / y_scale for m in ms]
+        ys_all += ys
         spans = [interval(m) for m in ms]
         err = [[max(y - lo / y_scale, 0) for y, (lo, _, _) in zip(ys, spans, strict=True)],
                [max(hi / y_scale - y, 0) for y, (_, hi, _) in zip(ys, spans, strict=True)]]
@@ -284,6 +291,8 @@ def _line_figure(name: str, heading: str, question: str, recs: list[dict], x_pat
                          "; ".join(filter(None, [why and f"machine busy ({why})", bound]))])
     if ideal:
         ax.plot(sorted(all_x), sorted(all_x), color="grey", linestyle=":", label="ideal (= ranks per channel)")
+    if min(ys_all) > 0 and max(ys_all) / min(ys_all) > 100:  # orders of magnitude apart: a log axis shows all
+        ax.set_yscale("log")
     if logx:
         ax.set_xscale("log")
         ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1, 2, 5)))

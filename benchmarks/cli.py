@@ -1,7 +1,7 @@
 """`dlrmbench` console script: one entry, subcommands.
 
   dlrmbench run [hydra overrides]          the benchmark app (same as python -m benchmarks.run); -m sweeps
-  dlrmbench trace stats FILE               statistics of a dlrm_datasets trace
+  dlrmbench trace stats FILE [--json]      statistics of a dlrm_datasets trace (a table; --json for machines)
   dlrmbench trace write OUT [overrides]    write a workload's batches as a dlrm_datasets trace (.gz compresses)
   dlrmbench plan ... | compare A B         sharding plans: make one with any optimizer; compare plans per rank
   dlrmbench sweep gather|plans ...         one table (CSV, markdown) of a sweep's jobs; planners × ranks records
@@ -32,14 +32,17 @@ def _trace(argv: list[str]) -> int:
         return 2
     try:
         if argv[0] == "stats":
-            if len(argv) != 2:
-                raise InputError(f"trace stats takes one FILE, got {argv[1:]}")
-            from embedding.traces import load_trace, rows_per_table, trace_statistics
+            from embedding.traces import load_trace
 
-            trace = load_trace(argv[1])
-            stats = trace_statistics([trace], trace.num_tables)
-            print(json.dumps({"file": argv[1], "tables": trace.num_tables, "batch_size": trace.batch_size,
-                              "rows_per_table": rows_per_table(trace).tolist(), **stats}, indent=1))
+            from .trace_stats import format_stats, stats_dict
+
+            files = [a for a in argv[1:] if a != "--json"]
+            if len(files) != 1:
+                print(f"dlrmbench: error: trace stats takes one FILE and optionally --json, got {argv[1:]}",
+                      file=sys.stderr)
+                return 2
+            stats = stats_dict(files[0], load_trace(files[0]))
+            print(json.dumps(stats) if "--json" in argv[1:] else format_stats(stats))
             return 0
         return _trace_write(argv[1], argv[2:])
     except (SpecError, InputError, HydraException, OmegaConfBaseException) as e:

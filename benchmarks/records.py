@@ -15,9 +15,23 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["environment", "git_sha", "new_run_id", "append_records", "read_records", "metric"]
+__all__ = ["environment", "git_sha", "new_run_id", "append_records", "read_records", "metric", "umask_mode"]
 
 _ROOT = Path(__file__).resolve().parent.parent
+
+
+def umask_mode(mode: int = 0o666) -> int:
+    """`mode` less the process's umask: what open() would give a new file (0o666) or folder (0o777). tempfile's
+    mkstemp/mkdtemp create 0600/0700 whatever the umask; files the user keeps get this mode instead."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return mode & ~int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # no /proc: read it by setting it (and put it straight back)
+    os.umask(mask)
+    return mode & ~mask
 
 
 def new_run_id() -> str:
@@ -74,7 +88,7 @@ def append_records(path: str | os.PathLike, records: list[dict]) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = "".join(json.dumps(r, default=_json_default, allow_nan=False) + "\n" for r in records).encode()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)  # the umask decides, as for any new file
     try:
         written = os.write(fd, payload)
         if written != len(payload):

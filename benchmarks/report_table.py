@@ -1,5 +1,8 @@
-"""The readable table printed at the end of a run."""
+"""The readable table printed at the end of a run, with the lines that say when its ranking cannot be trusted."""
 from __future__ import annotations
+
+from .nmp_bound import nmp_bound
+from .trust import trust_notes
 
 __all__ = ["print_table", "format_table"]
 
@@ -19,8 +22,8 @@ def format_table(records: list[dict]) -> str:
     cap = f", rows capped at {w['row_cap']} ({len(w['capped_tables'])} tables)" if w.get("row_cap") else ""
     lines.append(f"workload {w['name']}: {w['tables']} tables, batch {w['batch_size']}, {w['mode']}, "
                  f"{w['lookups_per_sample']:.1f} lookups/sample, {w['table_bytes'] / 2**20:.1f} MiB of tables{cap}")
-    head = ["backend", "precision"] + [c[1] for c in _COLUMNS] + ["p90 ms"]
-    rows = []
+    head = ["backend", "precision"] + [c[1] for c in _COLUMNS] + ["p90 ms", "IQR %"]
+    rows, timed = [], []
     for r in records:
         if r["kind"] not in ("lookup", "model"):
             continue
@@ -37,11 +40,23 @@ def format_table(records: list[dict]) -> str:
             else:
                 row.append(fmt.format(m["value"]))
         row.append(f"{t['p90']:.3f}" if t else "")
+        row.append(f"{100 * t['rel_iqr']:.1f}" if t and "rel_iqr" in t else "")
         rows.append(row)
+        if t and r["kind"] == "lookup":
+            timed.append((label, t, r.get("load")))
     widths = [max(len(x) for x in col) for col in zip(head, *rows, strict=False)]
     fmt_row = lambda r: "  ".join(x.rjust(n) if i else x.ljust(n) for i, (x, n) in enumerate(zip(r, widths, strict=True)))  # noqa: E731
     if rows:
         lines += [fmt_row(head), fmt_row(["-" * n for n in widths])] + [fmt_row(r) for r in rows]
+        lines += trust_notes(timed)
+        lines.append("ms/batch: median time per batch; IQR %: interquartile range of the timed calls / median; "
+                     "GB/s: rows + indices + offsets + outputs moved / time (formula in each record); × gather: "
+                     "rows GB/s / gather_workload_bw (index_select of the same rows) measured in this run")
+        loads = [x[2] for x in timed if x[2]]
+        if loads:
+            lines.append(f"load average while timing: {min(x['loadavg_before'] for x in loads):.1f}–"
+                         f"{max(max(x['loadavg_before'], x['loadavg_after']) for x in loads):.1f} on "
+                         f"{loads[0]['cpus']} cores")
     for r in records:
         if r["kind"] in ("ceiling", "generation", "overhead"):
             for m in r["metrics"]:
@@ -55,8 +70,9 @@ def format_table(records: list[dict]) -> str:
                     v = m["value"]
                     val = f"{int(v):,}" if float(v).is_integer() and abs(v) < 1e15 else f"{v:,.4g}"
                     lines.append(f"  {m['name']:>32}: {val} {m['unit']}")
-    lines.append("ms/batch: median time per batch; GB/s: rows + indices + offsets + outputs moved / time "
-                 "(formula in each record); × gather: rows GB/s / gather_workload_bw (index_select of the same rows) measured in this run")
+            why = nmp_bound(r) if r["kind"] == "nmp" else None
+            if why:
+                lines.append(f"  why: {why}")
     return "\n".join(lines)
 
 

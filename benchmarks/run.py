@@ -30,7 +30,7 @@ from embedding.workload_config import build_workload
 from .compose import CONF_DIR, compose_config
 from .config import Config, register_configs
 from .errors import InputError, check_output_file, one_line
-from .local import harness_overhead, make_backend, run_backend, run_model
+from .local import run_backend, run_model
 from .records import append_records, environment, git_sha, metric, new_run_id
 from .report_table import print_table
 from .sweep import SKIPPED, skip_finished_job
@@ -92,6 +92,7 @@ def execute(cfg: Config) -> list[dict]:
         raise BackendError(f"unknown backend(s) {unknown or '(none given)'}; choose from {sorted(BACKENDS)}")
     if cfg.placement.device == "cuda" and not torch.cuda.is_available():
         raise BackendError("placement.device=cuda but torch sees no GPU here; use placement=cpu")
+    run_t0 = time.perf_counter()
     spec = build_workload(cfg.workload)
     _check_memory(spec, cfg.bench.max_memory_fraction)
     if cfg.bench.threads:
@@ -113,16 +114,24 @@ def execute(cfg: Config) -> list[dict]:
                "call of generate_batches, before any backend ran" + (" (read from the trace)" if spec.trace else ""))])]
     progress = _progress(len(cfg.backend.names) * (2 if cfg.bench.model else 1), cfg.output.progress)
     equal_dims = len({t.dim for t in spec.tables}) == 1 and spec.tables[0].dim == spec.dense.bottom_mlp[-1]
+    model = cfg.bench.model and equal_dims
+    measured_calls = len(cfg.backend.names) * (cfg.bench.warmup + cfg.bench.repeats) * (2 if model else 1)
+    overhead_budget = measured_calls // 10 if cfg.bench.overhead else 0  # the check costs ≤ 10% of the calls
+    overhead, overhead_s = None, 0.0
     for name in cfg.backend.names:
-        result = run_backend(name, spec, batches, weights, cfg.placement, cfg.backend, cfg.bench)
+        result = run_backend(name, spec, batches, weights, cfg.placement, cfg.backend, cfg.bench,
+                             overhead_calls=overhead_budget if overhead is None and cfg.bench.overhead else 0)
         records.append(dict(base, kind="lookup", backend=name, kernel=result.kernel, optimizer=result.optimizer,
-                            metrics=result.metrics))
+                            metrics=result.metrics, load=result.load))
+        if result.overhead:
+            overhead, overhead_s = dict(base, kind="overhead", backend=name, metrics=result.overhead,
+                                        load=result.load), result.overhead_s
         progress.update()
         if cfg.bench.model:
             if equal_dims:
                 m = run_model(name, spec, batches, weights, cfg.placement, cfg.backend, cfg.bench)
                 records.append(dict(base, kind="model", backend=name, kernel=m.kernel, optimizer=m.optimizer,
-                                    metrics=m.metrics))
+                                    metrics=m.metrics, load=m.load))
             progress.update()
     progress.close()
     if cfg.cache.policy != "off":
@@ -134,11 +143,6 @@ def execute(cfg: Config) -> list[dict]:
         from embedding.nmp.run import run_nmp
 
         records.append(dict(base, kind="nmp", backend=None, metrics=run_nmp(cfg.nmp, spec, batches)))
-    if cfg.bench.overhead and cfg.backend.names:
-        backend = make_backend(cfg.backend.names[0], spec, weights, cfg.placement, cfg.backend)
-        inputs = [backend.prepare(b) for b in batches]
-        records.append(dict(base, kind="overhead", backend=backend.name, metrics=harness_overhead(
-            backend, inputs, spec.mode == "train", spec.batch_size, max(cfg.bench.repeats, 50))))
     if cfg.bench.ceilings and cfg.backend.names:
         from .ceilings import measure_ceilings
 
@@ -150,6 +154,13 @@ def execute(cfg: Config) -> list[dict]:
                 rows_bw = next(m["value"] for m in r["metrics"] if m["name"] == "rows_bw")
                 r["metrics"].append(metric("ratio_to_gather", rows_bw / gather, "×",
                                            "rows_bw of this backend / gather_workload_bw (plain index_select of the same rows) in the same run"))
+    if overhead:
+        run_s = time.perf_counter() - run_t0
+        overhead["metrics"].append(metric(
+            "overhead_check_share", 100 * overhead_s / run_s, "%",
+            f"wall time of the harness-overhead check ({overhead_s:.2f} s, ≤ {overhead_budget} backend calls = 10% "
+            f"of the run's {measured_calls} measured calls) / wall time of the whole run ({run_s:.1f} s)"))
+        records.append(overhead)
     return records
 
 

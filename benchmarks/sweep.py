@@ -98,8 +98,11 @@ class Job:
 
 def _write_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
+    from .records import umask_mode
+
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
+        os.fchmod(fd, umask_mode())  # mkstemp makes 0600; the table is the user's like any file
         with os.fdopen(fd, "w") as f:
             f.write(text)
         os.replace(tmp, path)
@@ -255,7 +258,7 @@ def skip_finished_job(cfg: DictConfig) -> bool:
 
 
 def _append_line(path: Path, obj: dict) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
     try:
         os.write(fd, (json.dumps(obj) + "\n").encode())
     finally:
@@ -298,6 +301,18 @@ class SweepCallback(_callback_base()):
             write_tables(gather(sweep_dir, records), sweep_dir)
         except Exception as e:  # the table must never break the sweep; say why it is missing
             print(f"[sweep] could not write the sweep table: {type(e).__name__}: {e}", file=sys.stderr)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        """Say where the sweep's summary went (and the records behind it), once, when the sweep ends."""
+        sweep_dir = Path(str(config.hydra.sweep.dir))
+        md = sweep_dir / "sweep.md"
+        if not md.is_file():
+            print(f"[sweep] no sweep table in {sweep_dir} (see the messages above)", file=sys.stderr)
+            return
+        rows = [line for line in md.read_text().splitlines() if line.startswith("| ") and "---" not in line]
+        print(f"\nsweep summary: {md} ({max(len(rows) - 1, 0)} rows; all metrics in {md.with_suffix('.csv')}); "
+              f"records: {os.path.abspath(str(config.output.records))}; report: dlrmbench report "
+              f"{os.path.abspath(str(config.output.records))} --out {sweep_dir / 'report'}")
 
 
 def plan_records(tables: str, hardware: str, optimizers: Sequence[str], ranks: Sequence[int], batch_size: int = 512,

@@ -66,3 +66,82 @@ def test_records_refuse_nan(tmp_path):
     assert not (tmp_path / "r.jsonl").exists() or (tmp_path / "r.jsonl").read_text() == ""
     append_records(tmp_path / "r.jsonl", [{"v": np.float32(1.5), "a": np.arange(2)}])
     assert json.loads((tmp_path / "r.jsonl").read_text()) == {"v": 1.5, "a": [0, 1]}
+
+
+def test_timing_summary_has_quartiles_and_relative_spread():
+    s = Timing(np.array([1.0, 2.0, 3.0, 4.0, 5.0]), "test").summary()
+    assert (s["p25"], s["median"], s["p75"]) == (2.0, 3.0, 4.0)
+    assert s["rel_iqr"] == pytest.approx(2.0 / 3.0)
+
+
+def test_time_calls_records_the_machines_load_over_the_timed_calls():
+    load = time_calls(lambda i: sum(range(1000)), 1, warmup=1, repeats=5, device=torch.device("cpu")).load
+    assert load["cpus"] >= 1 and load["threads"] == torch.get_num_threads()
+    assert load["loadavg_before"] >= 0 and load["loadavg_after"] >= 0 and load["wall_s"] > 0
+    assert load["cpu_s"] >= 0 and "getloadavg" in load["method"]
+
+
+def _counting_timing(calls: list) -> tuple:
+    fn = calls.append
+    return fn, time_calls(fn, 2, warmup=0, repeats=20, device=torch.device("cpu"))
+
+
+@pytest.mark.parametrize("budget", [0, 1, 2, 7, 40])
+def test_overhead_check_makes_at_most_its_budget_of_backend_calls(budget):
+    from benchmarks.local import harness_overhead
+
+    calls: list = []
+    fn, timing = _counting_timing(calls)
+    calls.clear()
+    metrics = {m["name"]: m for m in harness_overhead(fn, 2, torch.device("cpu"), timing, budget, "counter")}
+    assert len(calls) <= budget
+    assert "harness_overhead" in metrics
+    if budget < 2:
+        assert "harness_overhead_ab" not in metrics and "harness_overhead_ab_skipped" in metrics
+    else:
+        assert metrics["harness_overhead_ab"]["calls"] == len(calls) > 0
+
+
+def test_run_quotes_one_median_and_the_share_its_overhead_check_cost():
+    from benchmarks.compose import compose_config
+    from benchmarks.run import execute
+
+    records = execute(compose_config(["workload=smoke", "workload.batch_size=64", "workload.num_batches=2",
+                                      "backend.names=[torch,fbgemm]", "bench.repeats=8", "bench.warmup=2",
+                                      "bench.ceilings=false", "bench.model=false", "output.progress=false"]))
+    lookup = next(r for r in records if r["kind"] == "lookup" and r["backend"] == "torch")
+    assert set(lookup["load"]) >= {"loadavg_before", "loadavg_after", "cpus", "cpu_share", "steal_share"}
+    batch = next(m for m in lookup["metrics"] if m["name"] == "batch_time")
+    assert batch["p25"] <= batch["value"] <= batch["p75"] and "rel_iqr" in batch
+    over = {m["name"]: m for m in next(r for r in records if r["kind"] == "overhead")["metrics"]}
+    assert f"({batch['value']:.3f} ms, the table's ms/batch)" in over["harness_overhead"]["method"]
+    assert over["harness_overhead_ab"]["calls"] <= 2 * (2 + 8) // 10  # 10% of the run's measured calls
+    assert 0 < over["overhead_check_share"]["value"] < 100
+
+
+def test_trust_notes_say_when_a_ranking_could_flip_or_the_machine_was_busy():
+    from benchmarks.trust import trust_notes
+
+    def t(p25, med, p75):
+        return {"value": med, "p25": p25, "p75": p75}
+
+    calm = {"loadavg_before": 0.5, "loadavg_after": 0.7, "cpus": 2, "threads": 2, "cpu_share": 0.9,
+            "steal_share": 0.0}
+    assert trust_notes([("a", t(1, 2, 3), calm), ("b", t(5, 6, 7), calm)]) == []
+    notes = trust_notes([("a", t(1, 2, 3), calm), ("b", t(2.5, 4, 5), calm), ("c", t(9, 10, 11), calm)])
+    assert notes == ["! ranking could flip: a and b (interquartile ranges of their timed calls overlap)"]
+    busy = dict(calm, loadavg_after=3.5)
+    (note,) = trust_notes([("a", t(1, 2, 3), busy), ("b", t(5, 6, 7), calm)])
+    assert note.startswith("! a: machine busy while timing (load average 0.5→3.5 on 2 cores")
+
+
+def test_table_legend_only_under_a_table_that_is_there():
+    from benchmarks.compose import compose_config
+    from benchmarks.report_table import format_table
+    from benchmarks.run import execute
+
+    records = execute(compose_config(["workload=smoke", "workload.num_batches=2", "backend=none",
+                                      "nmp=recnmp_base", "output.progress=false"]))
+    text = format_table(records)
+    assert "ms/batch:" not in text and "backend  precision" not in text
+    assert "why: speedup 0.9" in text and "bound by DRAM reads" in text  # smoke's 4 tables fill 4 of 8 ranks

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.compose import compose_config
+from benchmarks.records import umask_mode
 from benchmarks.sweep import config_hash, gather, main, plan_records, write_tables
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,6 +44,7 @@ def test_sweep_with_a_failed_job_is_tabulated(swept):
     assert 0 < hit["0.1"] < hit["0.3"] < 1
     md = (tmp / "sweep" / "sweep.md").read_text()
     assert "4 jobs, 2 failed" in md and "| hit_rate (ratio) |" in md
+    assert (tmp / "sweep" / "sweep.md").stat().st_mode & 0o777 == umask_mode()  # not mkstemp's 0600
 
 
 @pytest.mark.slow  # a 2-job multirun in a subprocess (module fixture)
@@ -52,6 +54,7 @@ def test_resume_skips_finished_jobs(swept):
     again = _sweep(tmp, "[]")
     assert again.returncode == 0, again.stderr[-2000:]
     assert again.stderr.count("skipped: records of config") == 2
+    assert f"sweep summary: {tmp / 'sweep' / 'sweep.md'} (2 rows" in again.stdout  # says where its summary went
     assert (tmp / "records.jsonl").read_text().count("\n") == before  # nothing was run again
     rows = list(csv.DictReader(open(tmp / "sweep" / "sweep.csv")))
     assert {r["status"] for r in rows} == {"skipped (done earlier)"} and {r["job"] for r in rows} == {"0", "1"}

@@ -39,24 +39,6 @@ def test_every_plan_is_valid_and_bounded_and_ours_beats_greedy(ts, topo, mode, b
             assert ours_cost <= c * (1 + 1e-9), name
 
 
-def test_ours_plans_the_856_table_set_on_128_ranks_in_about_a_second() -> None:
-    import time
-
-    from sharding import load_topology
-    from sharding.tablesets import load_tables
-    wl = PlanWorkload(load_tables("dlrm_t856"), 512)
-    topo = load_topology("dgx_h100_x16")
-    t0 = time.perf_counter()
-    plan = optimize(wl, topo)
-    wall = time.perf_counter() - t0
-    cost = CostModel(wl, topo)
-    validate_plan(plan, wl, topo, cost)
-    assert wall < 2.0  # target < 1 s (≈ 1.0 s measured on this shared 2-core machine); slack for load
-    # the step as plan_cost charges it (collectives paid at their busiest rank, slowest phases): ≈ 1.22 × the bound
-    # now (1.63 when the search balanced per-rank sums); target 1.05
-    assert cost.plan_cost(plan) <= 1.25 * lower_bound(cost).value
-
-
 def test_torchrec_leaning_packings_lower_torchrecs_rating_on_the_100_table_set() -> None:
     """On ≤ ATTEMPT_TABLES tables, packings weighting TorchRec's term more are candidates; the pick obeys the rule
     (best TorchRec rating when ≤ TREC_FIRST by ours, else within TREC_SLACK) and rates no worse by TorchRec than

@@ -28,6 +28,7 @@ from sharding import (
     optimize,
     validate_plan,
 )
+from sharding.optimizer import SEARCH_ITERS
 from sharding.tablesets import load_tables
 
 __all__ = ["main", "make_plan", "rank_table", "context_from_meta"]
@@ -35,10 +36,10 @@ __all__ = ["main", "make_plan", "rank_table", "context_from_meta"]
 OPTIMIZERS = ["ours", "torchrec", *BASELINES]
 
 
-def make_plan(optimizer: str, wl: PlanWorkload, topo: Any, time_limit: float = 1.0,
+def make_plan(optimizer: str, wl: PlanWorkload, topo: Any, search_iters: int | None = None,
               torchrec_timeout: int | None = None, anneal: int = 0) -> ShardingPlan:
     if optimizer == "ours":
-        return optimize(wl, topo, time_limit=time_limit, anneal=anneal)
+        return optimize(wl, topo, search_iters=search_iters, anneal=anneal)
     if optimizer == "torchrec":
         from sharding.torchrec_adapter import run_torchrec_planner
         return run_torchrec_planner(wl, topo, timeout_s=torchrec_timeout)
@@ -91,19 +92,27 @@ def context_from_meta(plan: ShardingPlan) -> tuple[PlanWorkload, Any]:
     if not ctx:
         raise PlanError("plan file records no context (tables, hardware): pass --tables, --hardware, --ranks")
     wl = PlanWorkload(load_tables(ctx["tables"]), ctx["batch_size"], ctx["mode"])
-    return wl, load_topology(ctx["hardware"], ctx["ranks"])
+    return wl, load_topology(ctx["hardware"], ctx["ranks"], ctx.get("ranks_per_host"), ctx.get("hbm_gib"))
+
+
+def _topology(args: argparse.Namespace) -> Any:
+    return load_topology(args.hardware, args.ranks, args.ranks_per_host, args.hbm_gib)
 
 
 def _plan(args: argparse.Namespace) -> int:
-    topo = load_topology(args.hardware, args.ranks)
+    for flag, value, least in (("--search-iters", args.search_iters, 1), ("--anneal", args.anneal, 0)):
+        if value is not None and value < least:
+            raise PlanError(f"{flag} {value}: must be an integer ≥ {least}")
+    topo = _topology(args)
     wl = PlanWorkload(load_tables(args.tables), args.batch_size, args.mode)
     t0 = time.perf_counter()
-    plan = make_plan(args.optimizer, wl, topo, args.time_limit, args.torchrec_timeout, args.anneal)
+    plan = make_plan(args.optimizer, wl, topo, args.search_iters, args.torchrec_timeout, args.anneal)
     wall = time.perf_counter() - t0
     cost = CostModel(wl, topo)
     validate_plan(plan, wl, topo, cost)
     ctx = {"tables": args.tables, "hardware": args.hardware, "ranks": topo.world_size, "batch_size": args.batch_size,
-           "mode": args.mode, "optimizer": args.optimizer}
+           "mode": args.mode, "optimizer": args.optimizer, "ranks_per_host": topo.ranks_per_host,
+           "hbm_gib": args.hbm_gib}
     _annotate(plan, cost, ctx, wall, not args.no_torchrec_estimate)
     print(rank_table(plan, cost))
     print(resource_table(plan, cost))
@@ -128,7 +137,7 @@ def _load_plan(path: str) -> ShardingPlan:
 def _compare(args: argparse.Namespace) -> int:
     plans = [_load_plan(p) for p in args.plans]
     if args.tables:
-        topo = load_topology(args.hardware, args.ranks)
+        topo = _topology(args)
         wl = PlanWorkload(load_tables(args.tables), args.batch_size, args.mode)
     else:
         wl, topo = context_from_meta(plans[0])
@@ -200,6 +209,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="workload preset (conf/workload), table-list CSV/YAML, or random:COUNT[:SEED]")
         p.add_argument("--hardware", default="dgx_h100", help="conf/hardware preset name or YAML path")
         p.add_argument("--ranks", type=int, default=None, help="resize the hardware to N ranks")
+        p.add_argument("--ranks-per-host", type=int, default=None, metavar="N",
+                       help="regroup the hardware's ranks into hosts of N (before --ranks)")
+        p.add_argument("--hbm-gib", type=float, default=None, metavar="GIB", help="HBM per rank (GiB)")
         p.add_argument("--batch-size", type=int, default=512, help="batch per rank (TorchRec convention)")
         p.add_argument("--mode", choices=["train", "inference"], default="train")
 
@@ -207,7 +219,9 @@ def _parser() -> argparse.ArgumentParser:
     workload_args(p, True)
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="ours")
     p.add_argument("--out", required=True, help="plan JSON to write")
-    p.add_argument("--time-limit", type=float, default=0.8, help="ours: seconds of search")
+    p.add_argument("--search-iters", type=int, default=None, metavar="N",
+                   help=f"ours: local-search iterations per packing (counted work, default {SEARCH_ITERS}; "
+                        "no clock decides a plan)")
     p.add_argument("--anneal", type=int, default=0, metavar="N",
                    help="ours: N million proposals of the opt-in long search (sharding.anneal; about 5 M/s here)")
     p.add_argument("--torchrec-timeout", type=int, default=None, help="torchrec: planner timeout (s)")

@@ -1,7 +1,9 @@
 """A user's own tables as a workload: a CSV or YAML table list.
 
 Columns (CSV header or YAML keys): name, rows, dim, pooling (mean lookups per bag), optional alpha (Zipf; absent or
-0 = uniform access). YAML may be a list of mappings or a mapping with a `tables:` list.
+0 = uniform access). TorchRec's words are accepted too (`ALIASES`): num_embeddings for rows, embedding_dim for
+dim, pooling_factor for pooling; a table that gives both a word and its alias is refused. YAML may be a list of
+mappings or a mapping with a `tables:` list.
 """
 from __future__ import annotations
 
@@ -12,12 +14,27 @@ import yaml
 
 from .spec import AccessSpec, PoolingSpec, SpecError, TableSpec
 
-__all__ = ["REQUIRED_COLUMNS", "load_table_list", "table_from_row"]
+__all__ = ["REQUIRED_COLUMNS", "ALIASES", "load_table_list", "table_from_row"]
 
 REQUIRED_COLUMNS = ("name", "rows", "dim", "pooling")
+ALIASES = {"num_embeddings": "rows", "embedding_dim": "dim", "pooling_factor": "pooling"}  # TorchRec's words
+
+
+def _canonical(row: dict, where: str) -> dict:
+    """The row with TorchRec's column names read as ours."""
+    out = dict(row)
+    for alias, col in ALIASES.items():
+        if out.get(alias) in (None, ""):
+            out.pop(alias, None)
+            continue
+        if out.get(col) not in (None, ""):
+            raise SpecError(f"{where}: both {col!r} and its alias {alias!r} are given; keep one")
+        out[col] = out.pop(alias)
+    return out
 
 
 def table_from_row(row: dict, where: str, dtype: str = "fp32") -> TableSpec:
+    row = _canonical(row, where)
     missing = [c for c in REQUIRED_COLUMNS if row.get(c) in (None, "")]
     if missing:
         raise SpecError(f"{where}: missing column(s) {missing}; a table list needs {list(REQUIRED_COLUMNS)}")
@@ -68,9 +85,11 @@ def _load(path: Path, dtype: str) -> tuple[TableSpec, ...]:
     else:
         with open(path, newline="") as f:
             reader = csv.DictReader(f)
-            missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
+            header = {ALIASES.get(c, c) for c in (reader.fieldnames or [])}
+            missing = [c for c in REQUIRED_COLUMNS if c not in header]
             if missing:
-                raise SpecError(f"table list {path}: missing column(s) {missing} in header {reader.fieldnames}")
+                raise SpecError(f"table list {path}: missing column(s) {missing} (or TorchRec's "
+                                f"{[a for a, c in ALIASES.items() if c in missing]}) in header {reader.fieldnames}")
             rows = list(reader)
         where = [f"table list {path}, line {i + 2}" for i in range(len(rows))]
     if not rows:

@@ -246,9 +246,10 @@ def anneal_plan(res: Resources, plan: ShardingPlan, proposals: int, t_cap: float
     return ShardingPlan(plan.world_size, tables, optimizer=plan.optimizer)
 
 
-def milp_types(res: Resources, time_limit: float = 30.0) -> dict[str, tuple[ShardingType, int]] | None:
+def milp_types(res: Resources, node_limit: int = 2000) -> dict[str, tuple[ShardingType, int]] | None:
     """Each table's (type, pieces) in the lower bound's relaxation solved with integral options and groups (HiGHS,
-    `time_limit` s; its best integral point), or None if it finds none. All tables in the fast tier."""
+    `node_limit` branch-and-bound nodes, no clock; its best integral point), or None if it finds none. All
+    tables in the fast tier."""
     cost = res.cost
     topo = cost.topology
     m = _build(cost, _tier_penalty(cost))
@@ -256,7 +257,7 @@ def milp_types(res: Resources, time_limit: float = 30.0) -> dict[str, tuple[Shar
     integral[:m.n_x + m.G] = 1
     out = milp(m.c, integrality=integral, bounds=Bounds(m.lo, m.hi),
                constraints=[LinearConstraint(m.a_ub, -np.inf, m.b_ub), LinearConstraint(m.a_eq, m.b_eq, m.b_eq)],
-               options={"time_limit": time_limit, "disp": False})
+               options={"node_limit": node_limit, "disp": False})
     if out.x is None:
         return None
     w, h = topo.world_size, min(topo.ranks_per_host, topo.world_size)

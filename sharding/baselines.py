@@ -53,6 +53,7 @@ def _finish(placed: dict[str, tuple[int, str]], wl: PlanWorkload, topo: Topology
 def greedy_plan(workload: PlanWorkload, topology: Topology, key: str) -> ShardingPlan:
     """Largest `key` first onto the least-loaded rank (load = summed key) that still fits."""
     f = GREEDY_KEYS[key]
+    topology = topology.reserve_inputs(workload.ids_per_batch)
     cost, bins = CostModel(workload, topology), Bins(topology)
     placed: dict[str, tuple[int, str]] = {}
     for t in sorted(workload.tables, key=f, reverse=True):
@@ -63,6 +64,7 @@ def greedy_plan(workload: PlanWorkload, topology: Topology, key: str) -> Shardin
 
 
 def round_robin_plan(workload: PlanWorkload, topology: Topology) -> ShardingPlan:
+    topology = topology.reserve_inputs(workload.ids_per_batch)
     cost, bins = CostModel(workload, topology), Bins(topology)
     w = topology.world_size
     placed = {}
@@ -75,6 +77,7 @@ def round_robin_plan(workload: PlanWorkload, topology: Topology) -> ShardingPlan
 
 
 def random_plan(workload: PlanWorkload, topology: Topology, seed: int = 0) -> ShardingPlan:
+    topology = topology.reserve_inputs(workload.ids_per_batch)
     cost, bins = CostModel(workload, topology), Bins(topology)
     rng = np.random.default_rng(seed)
     placed = {t.name: _place(cost, bins, t, lambda ok: int(rng.choice(np.flatnonzero(ok))))

@@ -35,7 +35,6 @@ from sharding.plan import ShardingType
 __all__ = ["hot_rank_cut", "NODE_LIMIT"]
 
 NODE_LIMIT = 200  # branch-and-bound nodes (deterministic); the dual bound at the limit is still a bound
-TIME_CAP_S = 20.0  # safety cap only
 
 
 def hot_rank_cut(r, world_size: int, node_limit: int = NODE_LIMIT) -> float:  # noqa: ANN001 (bounds._Relax)
@@ -99,7 +98,7 @@ def hot_rank_cut(r, world_size: int, node_limit: int = NODE_LIMIT) -> float:  # 
     integral[h_opt] = 1
     res = milp(c, integrality=integral, bounds=Bounds(lo, hi),
                constraints=[LinearConstraint(a_ub, -np.inf, b_ub), LinearConstraint(a_eq, r.b_eq, r.b_eq)],
-               options={"node_limit": node_limit, "time_limit": TIME_CAP_S, "disp": False})
+               options={"node_limit": node_limit, "disp": False})
     bound = getattr(res, "mip_dual_bound", None)
     if bound is None or not np.isfinite(bound):
         return 0.0

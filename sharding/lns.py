@@ -13,7 +13,7 @@ subject to memory in every tier, a table's column blocks on distinct ranks, and 
 higher than the plan's maximum when the step began (TorchRec's rating never rises). The best pair of a round is
 applied when it lowers the second objective without raising the primary; the step as `CostModel.plan_cost`
 prices it (the `Loads` decomposition) therefore never rises. A budget of pair evaluations, not the clock, ends
-the step, so the plan is the same on any machine (`deadline` is a safety cap).
+the step, so the plan is the same on any machine.
 
 Before the pairs, on small instances, `flatten`: best-improvement moves and swaps of single pieces on a p-norm of
 each row (p = 8 … 128) instead of its maximum, under the same constraints. Where one rank holds the compute row's
@@ -31,7 +31,6 @@ ever kept. This step reaches the same or better in 0.1–0.3 s. The whole placem
 """
 from __future__ import annotations
 
-import time
 from functools import cache
 
 import numpy as np
@@ -107,8 +106,7 @@ def _split(state: Loads, a: int, b: int, pieces: list[Piece], out: np.ndarray, t
     return float(obj[s]), bits[s] > 0.5
 
 
-def pair_refine(state: Loads, pieces: list[Piece], evals: int = PAIR_EVALS, deadline: float = float("inf"),
-                t_cap: float | None = None) -> int:
+def pair_refine(state: Loads, pieces: list[Piece], evals: int = PAIR_EVALS, t_cap: float | None = None) -> int:
     """Re-split pairs of ranks exactly (see the module doc) in place; returns the pairs applied. TorchRec's
     per-rank perf stays ≤ `t_cap` (default: its maximum now)."""
     w = state.L.shape[1]
@@ -118,7 +116,7 @@ def pair_refine(state: Loads, pieces: list[Piece], evals: int = PAIR_EVALS, dead
     size = {id(p): float((p.vec * res.weight).sum()) for p in pieces}
     t_cap = float(state.L[-1].max()) if t_cap is None else max(t_cap, float(state.L[-1].max()))
     applied = 0
-    while evals > 0 and time.perf_counter() <= deadline:
+    while evals > 0:
         L = state.L
         mx, mn = L.max(axis=1), L.min(axis=1)
         uneven = np.flatnonzero(mx > mn * (1 + 1e-9))  # rows all ranks share alike (data-parallel's) decide nothing
@@ -169,8 +167,7 @@ def _norm_change(S: np.ndarray, p: float, scale: np.ndarray, S_new: np.ndarray) 
     return ((np.maximum(S_new, 0.0) ** (1 / p) - S ** (1 / p)) * scale).sum(axis=-1)
 
 
-def flatten(state: Loads, pieces: list[Piece], iters: int = FLAT_ITERS, t_cap: float | None = None,
-            deadline: float = float("inf")) -> int:
+def flatten(state: Loads, pieces: list[Piece], iters: int = FLAT_ITERS, t_cap: float | None = None) -> int:
     """Moves and swaps of single pieces by best improvement of Σ_k ‖L[k, :]‖_p (each row scaled by its maximum
     when the step began), p raised through `FLAT_POWERS`: unlike the step's Σ_k max_r L[k, r], a p-norm falls
     when any rank near a row's maximum sheds load, so the search crosses the plateaus where several ranks share
@@ -178,7 +175,7 @@ def flatten(state: Loads, pieces: list[Piece], iters: int = FLAT_ITERS, t_cap: f
     `pair_refine`'s: memory, a table's column blocks on distinct ranks, TorchRec's per-rank perf ≤ `t_cap`
     (default: its maximum now). The state ends at the placement with the least step seen (the start if none is
     lower), so the step never rises. Returns the moves and swaps applied; `iters` per exponent, not the clock,
-    ends the step (`deadline` is a safety cap)."""
+    ends the step."""
     res, L = state.res, state.L
     W, P = L.shape[1], len(pieces)
     if W < 2 or P < 2 or iters <= 0:
@@ -214,8 +211,6 @@ def flatten(state: Loads, pieces: list[Piece], iters: int = FLAT_ITERS, t_cap: f
     applied = 0
     for p_exp in FLAT_POWERS:
         for _ in range(iters):
-            if time.perf_counter() > deadline:
-                break
             L = state.L
             X = L[rows] / scale[:, None]  # (k, W)
             Xp = X ** p_exp
@@ -290,15 +285,15 @@ def loads_of(res: Resources, plan: ShardingPlan) -> tuple[Loads, list[Piece]]:
     return state, pieces
 
 
-def refine_plan(res: Resources, plan: ShardingPlan, evals: int = PAIR_EVALS, deadline: float = float("inf"),
-                flat_iters: int = 0) -> ShardingPlan | None:
+def refine_plan(res: Resources, plan: ShardingPlan, evals: int = PAIR_EVALS, flat_iters: int = 0,
+                ) -> ShardingPlan | None:
     """`plan` after `flatten` (`flat_iters` per exponent; 0: none), then `pair_refine` under the plan's TorchRec
     rating; None when no piece moved for the better."""
     state, pieces = loads_of(res, plan)
     before = {id(p): p.rank for p in pieces}
     t_cap = float(state.L[-1].max())
-    flat = flatten(state, pieces, flat_iters, t_cap, deadline) if flat_iters > 0 else 0
-    if not pair_refine(state, pieces, evals, deadline, t_cap) and not flat:
+    flat = flatten(state, pieces, flat_iters, t_cap) if flat_iters > 0 else 0
+    if not pair_refine(state, pieces, evals, t_cap) and not flat:
         return None
     ranks: dict[str, list[int]] = {}
     for p in pieces:

@@ -67,15 +67,13 @@ MILP_MAX_VARS = 600  # binaries above which the MILP step is skipped (its root n
 SEARCH_ITERS = 100  # local-search iterations per packing (each accepted move or swap is one)
 ATTEMPT_TABLES = 150  # distinct packing attempts ≈ this / tables (at least 1); 1000 gave the same plans, 5-10× slower; 2 fewer greedy
 # plans repolished (≤ 3)
-MILP_NODES = 500  # branch-and-bound nodes of the MILP step (deterministic); MILP_SAFETY_S caps its wall time
-MILP_SAFETY_S = 2.0
-SAFETY_CAP_S = 30.0  # wall-clock cap; the budgets above, not it, end the search on the benchmark sets
+MILP_NODES = 500  # branch-and-bound nodes of the MILP step (counted work: no clock decides a plan)
 TREC_SLACK = 1.03  # final pick: least our cost among candidates within 3% of the best TorchRec rating found
 TREC_FIRST = 1.02  # ... unless the best-rated by TorchRec costs ≤ 2% more by our model than our best: then it
 PAIR_TABLES = 600  # exact two-rank re-splits of the picked plan on instances up to this many tables: on 856
 # tables / 128 ranks, 116 evaluations gained nothing and 1000 gained 0.1% for 0.35 s (the 1 s target has no room)
 PAIR_WORK = 100_000  # their budget: min(PAIR_EVALS, this / tables) pair evaluations
-ANNEAL_MILP_S = 30.0  # step 8: time cap of the bound MILP that picks the second start's types
+ANNEAL_MILP_NODES = 2000  # step 8: node limit of the bound MILP that picks the second start's types
 SEEDED_ITERS = 1000  # step 8: local-search budget of that start's packing
 FAST_ANNEAL = 1_000_000  # step 7's proposals on instances above ATTEMPT_TABLES tables (≈ 0.2 s on t856/128)
 HOT_SHARE = 1.0  # step 3's extra packing splits tables whose table-wise shard exceeds this × a rank's mean in a row
@@ -89,36 +87,34 @@ TREC_LEAN = (1.2, 1.5)  # extra packings with TorchRec's term weighted this much
 class OptimizeStats:
     candidates: list[tuple[str, float, float]] = field(default_factory=list)  # (label, ours s, TorchRec s)
     chosen: str = ""
-    wall_s: float = 0.0
+    wall_s: float = 0.0  # reported only
+    cpu_s: float = 0.0  # process CPU time, reported only
     lower_bounds: tuple[float, float] = (0.0, 0.0)  # (ours s, TorchRec s)
     dominates_baselines: bool = False
     milp: MilpStats | None = None
 
 
 def optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[str, MissCurve] | None = None,
-             time_limit: float = SAFETY_CAP_S, stats: OptimizeStats | None = None,
-             milp_time_limit: float | None = None, search_iters: int | None = None, anneal: int = 0) -> ShardingPlan:
+             stats: OptimizeStats | None = None, search_iters: int | None = None, anneal: int = 0) -> ShardingPlan:
     """Plan `workload` on `topology`; raises `PlanError` (naming the table and shortfall) when no plan exists.
-    `miss_curves` (table -> miss-ratio curve) prices cached tables. Iteration budgets decide the plan
-    (`search_iters` per local search, default `SEARCH_ITERS`; the MILP's node limit), so a plan is the same on
-    any machine; `time_limit` and `milp_time_limit` are safety caps only (the MILP runs on instances below
-    `MILP_MAX_VARS` binaries). `anneal` > 0: that many million proposals of the opt-in long search
-    (`sharding.anneal`, step 8; not under `time_limit`)."""
+    `miss_curves` (table -> miss-ratio curve) prices cached tables. Counted work alone ends every step
+    (`search_iters` per local search, default `SEARCH_ITERS`; the MILP's node limit; pair evaluations;
+    annealing proposals): no clock is read to decide anything, so a plan is the same on any machine under any
+    load. `anneal` > 0: that many million proposals of the opt-in long search (`sharding.anneal`, step 8)."""
     enabled = gc.isenabled()
     gc.disable()  # ~10^6 short-lived objects, few cycles: the cyclic collector took 0.15 of 0.78 s on t856/128
     try:
-        return _optimize(workload, topology, miss_curves, time_limit, stats, milp_time_limit, search_iters, anneal)
+        return _optimize(workload, topology, miss_curves, stats, search_iters, anneal)
     finally:
         if enabled:
             gc.enable()
 
 
 def _optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[str, MissCurve] | None,
-              time_limit: float, stats: OptimizeStats | None, milp_time_limit: float | None,
-              search_iters: int | None, anneal: int) -> ShardingPlan:
-    start = time.perf_counter()
-    deadline = start + time_limit
+              stats: OptimizeStats | None, search_iters: int | None, anneal: int) -> ShardingPlan:
+    start, cpu = time.perf_counter(), time.process_time()  # reported only (stats), never compared
     stats = stats if stats is not None else OptimizeStats()
+    topology = topology.reserve_inputs(workload.ids_per_batch)
     cost = CostModel(workload, topology, miss_curves)
     trec = TorchRecCostModel(workload, topology)
     tiers = assign_tiers(cost)
@@ -150,7 +146,7 @@ def _optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[s
     budget = max(1, ATTEMPT_TABLES // len(workload.tables))  # fewer attempts on larger instances
     tried: set[tuple] = set()
     for b, tag, theta, mu, dp, lw, tf, hot in attempts:
-        if len(found) >= budget + extra or time.perf_counter() > deadline:
+        if len(found) >= budget + extra:
             break
         choice = (id(b), *(b.choose(t, theta, mu, dp, lw, tf, hot) for t in workload.tables))
         if choice in tried:  # the same sharding types pack to the same plan
@@ -158,7 +154,7 @@ def _optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[s
             continue
         tried.add(choice)
         try:
-            plan = b.pack(theta, mu, dp, lw, deadline, tf, hot)
+            plan = b.pack(theta, mu, dp, lw, tf, hot)
         except NoFit:
             extra -= hot < inf
             continue
@@ -176,11 +172,11 @@ def _optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[s
         # no packing beats every baseline on both models: the best greedy plans, polished, are candidates too
         for name in ("greedy_size_lookups", "greedy_lookups", "greedy_size")[:max(0, budget - 2)]:
             if name in baselines:
-                found.append((f"{name}+search", repolish(builder, baselines[name], deadline)))
+                found.append((f"{name}+search", repolish(builder, baselines[name])))
     found.extend(baselines.items())
     if not found:
         try:
-            found.append(("all row-wise", builder.pack(1.0, 0.0, True, False, deadline)))
+            found.append(("all row-wise", builder.pack(1.0, 0.0, True, False)))
         except NoFit:
             need = {k: 0.0 for k in (t.name for t in topology.tiers)}
             for t in workload.tables:
@@ -191,13 +187,9 @@ def _optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[s
     scored = [(label, *(rate[id(p)] if id(p) in rate else (cost.plan_cost(p), trec.plan_cost(p))), p)
               for label, p in found]
     best = min(scored, key=lambda x: max(x[1] / lb[0], x[2] / lb[1]))
-    cap = min(MILP_SAFETY_S, max(0.0, deadline - time.perf_counter()))
-    if milp_time_limit is not None:
-        cap = milp_time_limit
-    if cap > 0.05:
-        refined, stats.milp = milp_refine(builder, best[3], cap, MILP_MAX_VARS, MILP_NODES)
-        if refined is not None:
-            scored.append(("milp", cost.plan_cost(refined), trec.plan_cost(refined), refined))
+    refined, stats.milp = milp_refine(builder, best[3], MILP_MAX_VARS, MILP_NODES)
+    if refined is not None:
+        scored.append(("milp", cost.plan_cost(refined), trec.plan_cost(refined), refined))
     rated = {id(p): (a, b) for _, a, b, p in scored}
     refs = [rated[id(p)] for p in baselines.values()]
     tol = 1 + 1e-9
@@ -226,13 +218,14 @@ def _optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[s
             label, plan, ours = f"{label} + {tag}", got, a
 
     if n <= PAIR_TABLES:
-        take("pairs", refine_plan(builder.res, plan, min(PAIR_EVALS, PAIR_WORK // n), deadline, flat))
+        take("pairs", refine_plan(builder.res, plan, min(PAIR_EVALS, PAIR_WORK // n), flat))
     if n > ATTEMPT_TABLES:  # a short anneal of the pick's placement (≈ 0.2 s on 856 tables)
         take(f"anneal {FAST_ANNEAL / 1e6:g}M", anneal_plan(builder.res, plan, FAST_ANNEAL, t_cap=rating))
     if anneal > 0:
         label, plan = _anneal(builder, cost, trec, label, plan, rating, anneal * 1_000_000, stats)
     stats.chosen = label
     stats.wall_s = time.perf_counter() - start
+    stats.cpu_s = time.process_time() - cpu
     plan.optimizer = "ours"
     return plan
 
@@ -243,7 +236,7 @@ def _anneal(builder: Builder, cost: CostModel, trec: TorchRecCostModel, label: s
     of the proposals; the start whose probe is better (least cost by our model among those TorchRec rates no worse
     than the pick) is annealed again with the rest. The result replaces the pick under the same rule."""
     starts = [(label, plan)]
-    choice = milp_types(builder.res, ANNEAL_MILP_S)
+    choice = milp_types(builder.res, ANNEAL_MILP_NODES)
     if choice is not None:
         try:
             seeded = seeded_builder(builder, choice)

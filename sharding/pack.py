@@ -135,8 +135,8 @@ class Builder:
                     return o[0], o[1]
         return RW, self.topo.world_size
 
-    def pack(self, theta: float, mu: float, allow_dp: bool, least_work: bool = False,
-             deadline: float = float("inf"), twrw_first: bool = False, hot: float = math.inf) -> ShardingPlan:
+    def pack(self, theta: float, mu: float, allow_dp: bool, least_work: bool = False, twrw_first: bool = False,
+             hot: float = math.inf) -> ShardingPlan:
         topo = self.topo
         w, h = topo.world_size, min(topo.ranks_per_host, topo.world_size)
         choice = {t.name: self.choose(t, theta, mu, allow_dp, least_work, twrw_first, hot)
@@ -177,7 +177,7 @@ class Builder:
                 state.put(r, TWRW, v, m)
             layout[name] = (TWRW, list(range(best * h, best * h + h)))
         self.place(state, pieces)
-        return self.finish(state, pieces, layout, deadline)
+        return self.finish(state, pieces, layout)
 
     def place(self, state: Loads, pieces: list[Piece]) -> None:
         """Greedy: pieces by descending dominant share (largest v_k / row total of L) onto the rank minimising
@@ -201,13 +201,13 @@ class Builder:
             taken[p.table].append(r)
 
     def finish(self, state: Loads, pieces: list[Piece], layout: dict[str, tuple[ShardingType, list[int]]],
-               deadline: float) -> ShardingPlan:
-        local_search(state, pieces, self.iters, deadline)
+               ) -> ShardingPlan:
+        local_search(state, pieces, self.iters)
         if self.retype_rounds:
             retyped = retype(state, pieces, layout, self.cost.tables, self.shard, self.retype_rounds)
             if retyped is not pieces:  # some table changed type: settle the moves and swaps again
                 pieces = retyped
-                local_search(state, pieces, self.iters, deadline)
+                local_search(state, pieces, self.iters)
         for p in pieces:
             layout[p.table][1].append(p.rank)
         tables = {}
@@ -217,7 +217,7 @@ class Builder:
         return ShardingPlan(self.topo.world_size, tables, optimizer="ours")
 
 
-def repolish(builder: Builder, plan: ShardingPlan, deadline: float = float("inf")) -> ShardingPlan:
+def repolish(builder: Builder, plan: ShardingPlan) -> ShardingPlan:
     """Local search over the movable (TW, CW) shards of any plan, keeping types and tiers."""
     saved = builder.tiers
     builder.tiers = {n: (tp.shards[0].tier, tp.shards[0].cache_fraction) for n, tp in plan.tables.items()}
@@ -225,7 +225,7 @@ def repolish(builder: Builder, plan: ShardingPlan, deadline: float = float("inf"
         state, pieces = loads_of(builder.res, plan)
         layout = {name: (tp.sharding_type, [] if tp.sharding_type in (TW, CW) else [s.rank for s in tp.shards])
                   for name, tp in plan.tables.items()}
-        return builder.finish(state, pieces, layout, deadline)
+        return builder.finish(state, pieces, layout)
     finally:
         builder.tiers = saved
 

@@ -12,7 +12,6 @@ entries of every row (the max over the other ranks) in O(K) per target rank, vec
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -225,10 +224,10 @@ def _better(j: float, s: float, q: float, j0: float, s0: float) -> bool:
     return s <= s0 * (1 + _TOL) + _TOL and q < -_TOL * max(abs(j0), 1e-30) ** 2
 
 
-def local_search(state: Loads, pieces: list[Piece], max_iters: int, deadline: float = float("inf")) -> int:
+def local_search(state: Loads, pieces: list[Piece], max_iters: int) -> int:
     """Moves, then swaps, of pieces on the ranks that hold some row's maximum, first improvement of
     (J, secondary, Σ L²); a table's column blocks stay on distinct ranks. Returns the iterations used.
-    `max_iters` decides the outcome (deterministic); `deadline` is only a safety cap."""
+    `max_iters` ends it (counted work, not the clock: the same plan on any machine)."""
     if not pieces or state.L.shape[1] < 2:
         return 0
     P = len(pieces)
@@ -240,8 +239,6 @@ def local_search(state: Loads, pieces: list[Piece], max_iters: int, deadline: fl
     size = (vecs * state.res.weight).sum(axis=1)
     multi = np.bincount(tables) > 1
     for it in range(max_iters):
-        if it % 16 == 15 and time.perf_counter() > deadline:
-            return it
         j0, s0 = state.objective()
         top = state.top3()
         hot = [int(r) for r in dict.fromkeys(top[0][top[1][:, 0] > 0, 0].tolist()) if r >= 0]

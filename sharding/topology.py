@@ -5,6 +5,7 @@ be traced to where its numbers came from. Presets live in `conf/hardware/*.yaml`
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ COLLECTIVE_OPS = ("all_to_all", "reduce_scatter", "all_gather", "all_reduce")
 # execution stages of a sharded step, as benchmarks.distributed.stages times them
 STAGES = ("input_dist", "lookup", "output_dist", "output_dist_bwd", "lookup_bwd", "optimizer")
 OVERHEAD_GROUPS = ("base", "TW", "RW", "CW", "TWRW", "DP")
+INDEX_BYTES = 8  # an id in a batch's input (TorchRec's BIGINT_DTYPE)
 
 
 class TopologyError(ValueError):
@@ -60,7 +62,11 @@ class Topology:
     """`num_hosts` × `ranks_per_host` identical ranks. `tiers` run fastest first: tier 0 is the rank's own
     memory (HBM on a GPU, DDR on a CPU rank) and also holds caches and input/output buffers.
 
-    `reserved_fraction` of tier 0 is kept for the dense model and activations (TorchRec reserves 15%).
+    `reserved_fraction` of tier 0 is kept for the dense model and activations (TorchRec reserves 15%), and
+    `reserved_bytes` more per rank. `input_copies`: copies of a batch's ids (8 bytes each) also kept in tier 0, as
+    TorchRec's default planner reserves (`HeuristicalStorageReservation`: 2 pipelined batches × 10 copies = 20);
+    they depend on the workload, so `reserve_inputs` turns them into `reserved_bytes` (the optimizer, the
+    baselines and `validate_plan` call it; 0: none).
     `bwd_compute_multiplier`: backward lookup+update time as a multiple of forward (TorchRec's empirical 2.0).
     `collectives`: per collective op (`COLLECTIVE_OPS`) a fitted `Link` (time of one call = latency + bytes /
     bandwidth); an op not listed uses `intra_host` / `inter_host`.
@@ -86,6 +92,8 @@ class Topology:
     inter_host: Link
     reserved_fraction: float = 0.15
     bwd_compute_multiplier: float = 2.0
+    reserved_bytes: float = 0.0
+    input_copies: int = 0
     collectives: dict[str, Link] = field(default_factory=dict)
     stage_overhead: dict[str, dict[str, float]] = field(default_factory=dict)
     optimizer_bandwidth: float = 0.0
@@ -109,6 +117,8 @@ class Topology:
             raise TopologyError(f"topology {self.name!r}: tier names repeat: {names}")
         if not 0 <= self.reserved_fraction < 1:
             raise TopologyError(f"topology {self.name!r}: reserved_fraction must be in [0, 1)")
+        if self.reserved_bytes < 0 or self.input_copies < 0:
+            raise TopologyError(f"topology {self.name!r}: reserved_bytes and input_copies must be ≥ 0")
         bad_ops = sorted(set(self.collectives) - set(COLLECTIVE_OPS))
         per_stage = (self.stage_overhead, self.stage_bandwidth)
         bad_groups = sorted({g for d in per_stage for g in d} - set(OVERHEAD_GROUPS))
@@ -141,9 +151,20 @@ class Topology:
         return [t.name for t in self.tiers].index(self.tier(name).name)
 
     def usable(self, tier_name: str) -> float:
-        """Bytes per rank a plan may fill in a tier (tier 0 minus the reservation)."""
+        """Bytes per rank a plan may fill in a tier (tier 0 minus the reservation; as TorchRec's
+        `_reserve_storage_percentage`, the fraction's remainder is rounded down to whole bytes)."""
         t = self.tier(tier_name)
-        return t.capacity * (1 - self.reserved_fraction) if t is self.tiers[0] else t.capacity
+        if t is not self.tiers[0]:
+            return t.capacity
+        return max(0.0, math.floor(t.capacity * (1 - self.reserved_fraction)) - self.reserved_bytes)
+
+    def reserve_inputs(self, ids_per_batch: float) -> Topology:
+        """This topology with `input_copies` of a batch's `ids_per_batch` ids (8 bytes each) reserved in tier 0
+        (TorchRec: ceil(Σ pooling × batch × 8) × 20 bytes); the same topology when nothing is left to reserve."""
+        if not self.input_copies:
+            return self
+        return replace(self, input_copies=0,
+                       reserved_bytes=self.reserved_bytes + math.ceil(ids_per_batch * INDEX_BYTES) * self.input_copies)
 
     def host_of(self, rank: int) -> int:
         return rank // self.ranks_per_host
@@ -181,6 +202,7 @@ class Topology:
         return {
             "name": self.name, "device": self.device, "num_hosts": self.num_hosts,
             "ranks_per_host": self.ranks_per_host, "reserved_fraction": self.reserved_fraction,
+            "reserved_bytes": self.reserved_bytes, "input_copies": self.input_copies,
             "bwd_compute_multiplier": self.bwd_compute_multiplier,
             "tiers": [{"name": t.name, "capacity": t.capacity, "bandwidth": t.bandwidth, "source": t.source}
                       for t in self.tiers],
@@ -198,6 +220,40 @@ class Topology:
         }
 
     @classmethod
+    def from_torchrec(cls, topology: Any, name: str = "torchrec", reserved_fraction: float = 0.15,
+                      input_copies: int = 20) -> Topology:
+        """The hardware a TorchRec `Topology` describes, as TorchRec's planner sees it: per-rank HBM and DDR
+        capacities, HBM bandwidth (fused kernels), HBM-to-DDR bandwidth (UVM kernels; TorchRec divides it by 10
+        itself), intra- and inter-host bandwidth, backward multiplier, ranks per host (`local_world_size`). TorchRec
+        models no link latency, so the links have none. The reservation defaults to what `EmbeddingShardingPlanner`
+        applies when given none (`HeuristicalStorageReservation(0.15)`: 15% of HBM, then 20 copies of a batch's
+        ids; the dense-parameter part is 0 for a model of embedding tables alone)."""
+        ms = 1e3  # TorchRec's bandwidths are bytes/ms
+        world, local = int(topology.world_size), int(topology.local_world_size)
+        if world % local:
+            raise TopologyError(f"TorchRec topology: world_size {world} is not a multiple of local_world_size {local}")
+        caps = {(d.storage.hbm, d.storage.ddr) for d in topology.devices}
+        if len(caps) != 1:
+            raise TopologyError(f"TorchRec topology: ranks differ in capacity {sorted(caps)[:3]} (ours are identical)")
+        hbm, ddr = caps.pop()
+        device = str(topology.compute_device)
+        src = "TorchRec Topology"
+        if device == "cuda":
+            tiers = (MemoryTier("hbm", float(hbm), topology.hbm_mem_bw * ms, f"{src}: hbm_cap, hbm_mem_bw"),
+                     MemoryTier("ddr", float(ddr), topology.hbm_to_ddr_mem_bw * ms, f"{src}: ddr_cap, hbm_to_ddr_mem_bw"))
+        elif device == "cpu":
+            tiers = (MemoryTier("ddr", float(ddr), topology.ddr_mem_bw * ms, f"{src}: ddr_cap, ddr_mem_bw"),)
+        else:
+            raise TopologyError(f"TorchRec topology: compute_device {device!r} is not one of {DEVICES}")
+        return cls(name=name, device=device, num_hosts=world // local, ranks_per_host=local, tiers=tiers,
+                   intra_host=Link(topology.intra_host_bw * ms, 0.0, f"{src}: intra_host_bw, no latency"),
+                   inter_host=Link(topology.inter_host_bw * ms, 0.0, f"{src}: inter_host_bw, no latency"),
+                   reserved_fraction=reserved_fraction, input_copies=input_copies,
+                   bwd_compute_multiplier=float(topology.bwd_compute_multiplier),
+                   sources={"reserved_fraction": "TorchRec HeuristicalStorageReservation percentage (planner default)",
+                            "input_copies": "TorchRec HeuristicalStorageReservation KJT multiplier 20"})
+
+    @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Topology:
         try:
             return cls(
@@ -210,6 +266,7 @@ class Topology:
                 inter_host=Link(float(d["inter_host"]["bandwidth"]), float(d["inter_host"].get("latency", 0)),
                                 str(d["inter_host"].get("source", ""))),
                 reserved_fraction=float(d.get("reserved_fraction", 0.15)),
+                reserved_bytes=float(d.get("reserved_bytes", 0.0)), input_copies=int(d.get("input_copies", 0)),
                 bwd_compute_multiplier=float(d.get("bwd_compute_multiplier", 2.0)),
                 collectives={str(k): Link(float(v["bandwidth"]), float(v.get("latency", 0)),
                                           str(v.get("source", ""))) for k, v in (d.get("collectives") or {}).items()},
@@ -230,8 +287,11 @@ def hardware_presets() -> list[str]:
     return sorted(p.stem for p in HARDWARE_DIR.glob("*.yaml"))
 
 
-def load_topology(name_or_path: str | Path, ranks: int | None = None) -> Topology:
-    """A preset name from conf/hardware/ or a YAML path; `ranks` resizes it (see `Topology.with_ranks`)."""
+def load_topology(name_or_path: str | Path, ranks: int | None = None, ranks_per_host: int | None = None,
+                  hbm_gib: float | None = None) -> Topology:
+    """A preset name from conf/hardware/ or a YAML path; `ranks_per_host` regroups its ranks into hosts of that
+    many, `ranks` then resizes it (see `Topology.with_ranks`), `hbm_gib` sets its HBM tier's capacity per rank
+    (GiB, as TorchRec writes `hbm_cap`)."""
     path = Path(name_or_path)
     if not path.suffix:
         path = HARDWARE_DIR / f"{name_or_path}.yaml"
@@ -242,4 +302,16 @@ def load_topology(name_or_path: str | Path, ranks: int | None = None) -> Topolog
     if not isinstance(data, dict):
         raise TopologyError(f"hardware config {path} is not a mapping")
     topo = Topology.from_dict(data)
-    return topo.with_ranks(ranks) if ranks else topo
+    if ranks_per_host is not None:
+        if ranks_per_host < 1:
+            raise TopologyError(f"ranks per host must be ≥ 1, got {ranks_per_host}")
+        topo = replace(topo, ranks_per_host=ranks_per_host)
+    if ranks is not None:
+        topo = topo.with_ranks(ranks)
+    if hbm_gib is not None:
+        if topo.fast.name != "hbm" or not hbm_gib > 0:
+            raise TopologyError(f"HBM {hbm_gib} GiB: needs a preset whose first tier is hbm (this one: "
+                                f"{topo.fast.name}) and a capacity > 0")
+        topo = replace(topo, tiers=(replace(topo.fast, capacity=hbm_gib * 2**30,
+                                            source=f"set to {hbm_gib:g} GiB per rank"), *topo.tiers[1:]))
+    return topo

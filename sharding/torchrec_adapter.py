@@ -43,8 +43,8 @@ def torchrec_topology(topo: Topology) -> Any:
     hw = HardwareConfig(hbm_cap_bytes=int(topo.fast.capacity) if cuda else 0,
                         ddr_cap_bytes=int(slow.capacity if cuda else topo.fast.capacity), ssd_cap_bytes=0,
                         intra_host_bw=topo.intra_host.bandwidth * ms, inter_host_bw=topo.inter_host.bandwidth * ms,
-                        hbm_mem_bw=topo.fast.bandwidth * ms, ddr_mem_bw=(slow if cuda else topo.fast).bandwidth * ms,
-                        hbm_to_ddr_mem_bw=slow.bandwidth * ms)
+                        hbm_mem_bw=topo.fast.bandwidth * ms, ddr_mem_bw=None if cuda else topo.fast.bandwidth * ms,
+                        hbm_to_ddr_mem_bw=slow.bandwidth * ms)  # ddr_mem_bw: CPU kernels only (TorchRec default)
     trainer = TrainerConfig(world_size=topo.world_size, local_world_size=topo.ranks_per_host)
     kernel = KernelConfig(compute_device=topo.device, bwd_compute_multiplier=topo.bwd_compute_multiplier,
                           use_hardware_based_bandwidth=True)
@@ -105,17 +105,38 @@ def _sharders(workload: PlanWorkload) -> list[Any]:
     return [EmbeddingBagCollectionSharder()]
 
 
-def run_torchrec_planner(workload: PlanWorkload, topo: Topology, timeout_s: int | None = None) -> ShardingPlan:
-    """TorchRec's own planner (default proposers and partitioner, reservation = our `reserved_fraction`)."""
-    from torchrec.distributed.planner import EmbeddingShardingPlanner
+def _reservation(topo: Topology, workload: PlanWorkload) -> Any:
+    """TorchRec's `FixedPercentageStorageReservation(reserved_fraction)` less our `reserved_bytes` and input
+    reservation (`Topology.reserve_inputs`), so TorchRec's planner has exactly the HBM ours has. For
+    `torchrec_default` (and `Topology.from_torchrec`) this is what its default `HeuristicalStorageReservation(0.15)`
+    leaves for a model of embedding tables alone."""
     from torchrec.distributed.planner.storage_reservations import FixedPercentageStorageReservation
+
+    reserved = topo.reserve_inputs(workload.ids_per_batch)
+    extra = int(reserved.reserved_bytes)
+
+    class Reservation(FixedPercentageStorageReservation):
+        def reserve(self, *args: Any, **kwargs: Any) -> Any:
+            out = super().reserve(*args, **kwargs)
+            for d in out.devices:
+                d.storage.hbm = max(0, d.storage.hbm - extra) if topo.device == "cuda" else d.storage.hbm
+                if topo.device == "cpu":
+                    d.storage.ddr = max(0, d.storage.ddr - extra)
+            self._last_reserved_topology = out
+            return out
+
+    return Reservation(topo.reserved_fraction)
+
+
+def run_torchrec_planner(workload: PlanWorkload, topo: Topology, timeout_s: int | None = None) -> ShardingPlan:
+    """TorchRec's own planner (default proposers and partitioner, the same reservation as ours: `_reservation`)."""
+    from torchrec.distributed.planner import EmbeddingShardingPlanner
     from torchrec.distributed.planner.types import PlannerError
 
     trec_topo = torchrec_topology(topo)
     planner = EmbeddingShardingPlanner(
         topology=trec_topo, batch_size=workload.batch_size, constraints=to_constraints(workload, topo),
-        storage_reservation=FixedPercentageStorageReservation(topo.reserved_fraction), debug=False,
-        timeout_seconds=timeout_s)
+        storage_reservation=_reservation(topo, workload), debug=False, timeout_seconds=timeout_s)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:

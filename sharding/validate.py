@@ -96,6 +96,7 @@ def validate_plan(plan: ShardingPlan, workload: PlanWorkload, topology: Topology
         raise PlanError(f"plan places table(s) the workload does not have: {extra[:5]}")
     for t in workload.tables:
         _check_table(plan.tables[t.name], t.rows, t.dim, topology, plan.world_size)
+    topology = topology.reserve_inputs(workload.ids_per_batch)
     cost = cost or CostModel(workload, topology)
     per_rank = [dict.fromkeys((t.name for t in topology.tiers), 0.0) for _ in range(plan.world_size)]
     tops: list[list[tuple[float, str]]] = [[] for _ in range(plan.world_size)]

@@ -54,6 +54,11 @@ class PlanWorkload:
     def train(self) -> bool:
         return self.mode == "train"
 
+    @property
+    def ids_per_batch(self) -> float:
+        """Expected ids one rank's batch feeds (Σ pooling × batch): what TorchRec's input reservation counts."""
+        return self.batch_size * sum(t.pooling.expected for t in self.tables)
+
     def table(self, name: str) -> TableSpec:
         for t in self.tables:
             if t.name == name:

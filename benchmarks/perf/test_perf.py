@@ -61,7 +61,7 @@ def test_nmp_emulate(benchmark, smoke):
 def test_sharding_optimize(benchmark, optimizer):
     wl = PlanWorkload(load_tables("criteo_kaggle"), 512, "train")
     topo = load_topology("dgx_h100", 8)
-    plan_fn = (lambda: optimize(wl, topo, time_limit=0.3)) if optimizer == "ours" else (
+    plan_fn = (lambda: optimize(wl, topo)) if optimizer == "ours" else (
         lambda: BASELINES[optimizer](wl, topo))
     plan = benchmark.pedantic(plan_fn, rounds=3, iterations=1)
     assert set(plan.tables) == {t.name for t in wl.tables}

@@ -50,7 +50,7 @@ def test_the_bound_milps_types_pack_into_a_valid_plan() -> None:
     wl = PlanWorkload(load_tables("random:40:4"), 512, "train")
     topo = load_topology("dgx_h100_x2", 16)
     cost, _, b = _setup(wl, topo)
-    choice = milp_types(b.res, 10.0)
+    choice = milp_types(b.res)
     assert choice is not None and set(choice) == {t.name for t in wl.tables}
     plan = seeded_builder(b, choice).pack(1.0, 0.5, True, False)
     validate_plan(plan, wl, topo, cost)

@@ -71,7 +71,7 @@ def test_milp_certifies_or_improves_a_small_instance() -> None:
     wl = PlanWorkload(ts, 1024)
     topo = topology(1, 4, 16.0)
     stats = OptimizeStats()
-    plan = optimize(wl, topo, time_limit=3.0, stats=stats, milp_time_limit=2.0)
+    plan = optimize(wl, topo, stats=stats)
     validate_plan(plan, wl, topo)
     m = stats.milp
     assert m is not None and m.status in ("optimal", "limit") and m.binaries > 0

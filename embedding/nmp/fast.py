@@ -39,11 +39,14 @@ def map_lookups_fast(cfg: NmpConfig, stream: LookupStream) -> DecodedLookups:
                     _log2(g.bank_groups), _log2(g.banks_per_group)], np.int64)
     frame_bits = _log2(g.capacity_bytes // PAGE_BYTES)
     mult, add, shift = scatter_params(frame_bits, cfg.seed)
+    one = np.ones(1, np.int64)
     colour = pl.colour if coloured else np.full(1, -1, np.int64)
+    spread = pl.spread if coloured else one
+    block_bits = pl.block_bits if coloured else one
     n = stream.num_lookups
     out = [np.empty(n, np.int64) for _ in range(7)]
-    decode(stream.tables, stream.rows, pl.bases, pl.stride, colour, stream.row_bytes, geo, pl.granule_bits,
-           cfg.mapping == "random", frame_bits, mult, add, shift, *out)
+    decode(stream.tables, stream.rows, pl.bases, pl.stride, colour, spread, pl.step, block_bits, stream.row_bytes,
+           geo, pl.granule_bits, cfg.mapping == "random", frame_bits, mult, add, shift, *out)
     return DecodedLookups(*out)
 
 

@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 from embedding.nmp.config import NmpConfig
+from embedding.nmp.dram import placement
 from embedding.nmp.execute import LookupStream, ModeResult, RankCache, emulate_batch
 
 __all__ = ["energy_nj", "emulate_streams", "summarise", "run_nmp"]
@@ -41,10 +42,16 @@ def _metric(name: str, value: float, unit: str, method: str, samples: list[float
     return m
 
 
-def summarise(cfg: NmpConfig, results: list[dict[str, ModeResult]], looked_up_bytes: list[float]) -> list[dict]:
-    """Metric dicts over all batches: sums for bytes and counts, per-batch samples for latencies."""
+def summarise(cfg: NmpConfig, results: list[dict[str, ModeResult]], looked_up_bytes: list[float],
+              ranks_with_data: int | None = None) -> list[dict]:
+    """Metric dicts over all batches: sums for bytes and counts, per-batch samples for latencies.
+    ranks_with_data: ranks that hold table rows under the placement (dram.Placement.ranks_holding_data)."""
     ns_per_cycle = 1e3 / cfg.timings.clock_mhz
     out: list[dict] = []
+    if ranks_with_data is not None:
+        out.append(_metric("nmp.ranks_with_data", ranks_with_data, "ranks", f"ranks holding table rows under "
+                           f"mapping {cfg.mapping} (of {cfg.geometry.total_ranks}; page colouring spreads a table's "
+                           "4 KiB pages over several ranks when tables are fewer than ranks)"))
     for mode in ("host", "nmp"):
         rs = [r[mode] for r in results if mode in r]
         if not rs:
@@ -99,4 +106,5 @@ def run_nmp(cfg: NmpConfig, spec, batches) -> list[dict]:
     streams = [LookupStream.from_batch(b, table_rows, row_bytes) for b in batches]
     results = emulate_streams(cfg, streams)
     looked = [float(row_bytes[s.tables].sum()) for s in streams]
-    return summarise(cfg, results, looked)
+    held = placement(cfg, table_rows, row_bytes).ranks_holding_data(cfg.geometry.total_ranks)
+    return summarise(cfg, results, looked, held)

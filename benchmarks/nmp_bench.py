@@ -1,6 +1,7 @@
 """Validation of the near-memory emulator against RecNMP (Ke et al., ISCA 2020) and its emulation rate.
 
-Run: .venv/bin/python -m benchmarks.nmp_bench [--batch-size 64] [--vector-bytes 128]
+Run: .venv/bin/python -m benchmarks.nmp_bench [--batch-size 64] [--vector-bytes 128] [--skip ...]
+     .venv/bin/python -m benchmarks.nmp_bench --scaling [--out results/validation]  (rank × C/A-width sweep only)
 Workload as the paper's SLS study: 32 tables × 1 M rows, pooling 80; DDR4-2400, 4 channels, 2 ranks per DIMM,
 1/2/4 DIMMs per channel (2/4/8 ranks). Speedup = host-baseline cycles / NMP cycles on the same lookups.
 Traces: uniform rows, or "production-like": bounded Zipf(0.82) from embedding.generate (hot rows scattered over
@@ -22,6 +23,7 @@ from embedding.nmp.config import FIDELITIES
 from embedding.nmp.dram import map_lookups, row_strides
 from embedding.nmp.execute import emulate_host, emulate_nmp
 from embedding.nmp.fast import emulate_host_fast, emulate_nmp_fast, map_lookups_fast
+from embedding.nmp.scaling import UNLIMITED_CA, scaling_sweep
 from embedding.spec import AccessSpec, PoolingSpec, TableSpec, WorkloadSpec
 
 PAPER_SPEEDUP = {2: 1.96, 4: 3.83, 8: 7.35}
@@ -145,6 +147,73 @@ def line_hit_rate(streams: list[LookupStream], line_bytes: int, capacity: int) -
         hits += int(cache.filter(keys, glob, np.ones(keys.size, np.bool_)).sum())
         probes += keys.size
     return hits / probes
+
+
+def scaling(batch: int, vector_bytes: int, out_dir: str | None) -> list:
+    """Speedup at 1-32 ranks per channel × C/A widths of 1, 2, 4 instructions per cycle against the analytic
+    bound (embedding/nmp/scaling.py); writes a markdown table and a PNG of the curves to out_dir."""
+    stream = sls_stream(batch, vector_bytes, seed=1)
+    t0, c0 = time.perf_counter(), time.process_time()
+    points, eta_ca, eta1 = scaling_sweep(stream)
+    took = f"{time.perf_counter() - t0:.1f} s wall, {time.process_time() - c0:.1f} s CPU, load {_load()}"
+    paper = {r: speedup(NmpConfig(geometry=DramGeometry(dimms_per_channel=r // 2)), stream) for r in PAPER_SPEEDUP}
+    lines = [f"RecNMP scaling: ranks per channel × C/A width (instructions per cycle), fast fidelity, one batch of "
+             f"{stream.num_lookups:,} lookups (32 tables, pooling {POOLING}, {vector_bytes} B, uniform rows), "
+             "page colouring (tables spread over the ranks when fewer), packet_sync off.",
+             "bound = emulated host cycles / NMP lower bound (min of rank side and C/A side; `term` is what binds);",
+             f"predicted = min(eta_rank(R) x rank bound, eta_ca x C/A bound), eta_rank(R) measured at R with "
+             f"{UNLIMITED_CA} instructions/cycle, eta_ca = {eta_ca:.3f} where the C/A bus alone binds "
+             f"({max(p.ranks for p in points)} ranks, 1/2 instruction per cycle); single = speedup / the same with eta_rank(1) = "
+             f"{eta1:.3f} for every R. PASS: |ratio - 1| <= 10% and speedup <= bound. Sweep: {took}.", "",
+             "| ranks/ch | C/A inst/cycle | speedup | bound | bound by | eta_rank | predicted | ratio | single | |",
+             "|---:|---:|---:|---:|---|---:|---:|---:|---:|---|"]
+    for p in points:
+        single = p.speedup / min(eta1 * p.rank_bound, eta_ca * p.ca_bound)
+        ok = "PASS" if abs(p.ratio - 1) <= 0.10 and p.speedup <= p.bound else "FAIL"
+        lines.append(f"| {p.ranks} | {p.ca_per_cycle} | {p.speedup:.2f} | {p.bound:.2f} | {p.term} | "
+                     f"{p.eta_rank:.3f} | {p.predicted:.2f} | {p.ratio:.3f} | {single:.3f} | {ok} |")
+    lines += ["", "Paper's points, detailed fidelity, 1 instruction/cycle: " + ", ".join(
+        f"{r} ranks {paper[r]:.2f} vs {v:.2f} ({paper[r] / v - 1:+.1%}, "
+        f"{'PASS' if abs(paper[r] / v - 1) <= 0.10 else 'FAIL'})" for r, v in PAPER_SPEEDUP.items())]
+    print("\n" + "\n".join(lines))
+    if out_dir:
+        os.makedirs(out_dir, exist_ok=True)
+        stem = os.path.join(out_dir, f"nmp_scaling_{time.strftime('%Y%m%d')}")
+        with open(stem + ".md", "w") as f:
+            f.write("# " + lines[0] + "\n\n" + "\n".join(lines[1:]) + "\n")
+        _plot_scaling(points, stem + ".png")
+        print(f"wrote {stem}.md and {stem}.png")
+    return points
+
+
+def _plot_scaling(points: list, path: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for w, colour in zip(sorted({p.ca_per_cycle for p in points}), ("tab:blue", "tab:orange", "tab:green"),
+                         strict=False):
+        ps = [p for p in points if p.ca_per_cycle == w]
+        r = [p.ranks for p in ps]
+        ax.plot(r, [p.speedup for p in ps], "o-", color=colour, label=f"emulated, C/A {w} inst/cycle")
+        ax.plot(r, [p.bound for p in ps], "--", color=colour, alpha=0.6, label=f"bound, C/A {w} inst/cycle")
+    ax.scatter(list(PAPER_SPEEDUP), list(PAPER_SPEEDUP.values()), marker="*", s=120, color="black", zorder=5,
+               label="RecNMP paper (1 inst/cycle)")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    ax.set_xlabel("ranks per channel")
+    ax.set_ylabel("SLS speedup over the host baseline")
+    ax.set_title("RecNMP rank scaling vs C/A bus width (fast fidelity, one batch)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _load() -> str:
+    return "/".join(f"{x:.2f}" for x in os.getloadavg()) + " (1/5/15 min)"
 
 
 def _timed(fn, repeats: int) -> tuple[np.ndarray, np.ndarray]:
@@ -282,7 +351,15 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--vector-bytes", type=int, default=128)
     ap.add_argument("--skip", nargs="*", default=[], choices=["validation", "optimised", "cache", "fidelity", "rate"])
+    ap.add_argument("--scaling", action="store_true", help="only the rank × C/A-width scaling sweep (writes --out)")
+    ap.add_argument("--out", default="results/validation", help="where --scaling writes its table and PNG")
     args = ap.parse_args()
+    if args.batch_size < 1 or args.vector_bytes < 1:
+        ap.exit(2, f"nmp_bench: error: --batch-size and --vector-bytes must be >= 1, got {args.batch_size}, "
+                f"{args.vector_bytes}\n")
+    if args.scaling:
+        scaling(args.batch_size, args.vector_bytes, args.out)
+        return
     if "validation" not in args.skip:
         validation(args.batch_size, args.vector_bytes)
     if "optimised" not in args.skip:

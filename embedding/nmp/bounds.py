@@ -11,6 +11,11 @@ largest term of its busiest channel; which term that is names what the configura
 - bank timing: per rank, its ACTs (≥ distinct rows) spaced by tRRD_S and 4 per tFAW; per bank, tRC apart;
 - psum return (NMP): one partial sum per (pooling, DIMM) crosses the channel data bus, tBL per burst.
 
+Every term also counts the latency no schedule can hide at its ends: all banks start closed, so the first data
+beat comes ≥ tRCD + tCL after the first command (after the first instruction's arrival, ≥ 1 cycle, for NMP); after
+the last instruction arrives its row still has to be read (≥ tCL + b·tBL, b = the fewest bursts of a vector), the
+DIMM adds (1 cycle) and a partial sum (≥ b bursts) returns; after a rank's last burst the add and that psum follow.
+
 The speedup bound is emulated host cycles / the NMP lower bound: no emulated NMP run can beat it. RankCache hits
 skip DRAM, so the bound assumes none (it is stated for configurations without a RankCache).
 """
@@ -68,8 +73,10 @@ def host_lower_bound(cfg: NmpConfig, d: DecodedLookups) -> Bound:
     span = int(d.row.max(initial=0)) + 1
     rows = np.unique(((d.channel * rpc + d.rank) * banks + d.bank) * span + d.row)
     acts = _per(rows // span // (rpc * banks), g.channels)
-    return _pick(cfg, {"data bus": bursts * t.tBL, "C/A bus": (bursts + acts) * cfg.cmd_cycles,
-                       "bank timing": _bank_timing(cfg, d)})
+    head = t.tRCD + t.tCL
+    tail = t.tCL + int(d.bursts.min(initial=1)) * t.tBL
+    return _pick(cfg, {"data bus": head + bursts * t.tBL, "C/A bus": (bursts + acts) * cfg.cmd_cycles + tail,
+                       "bank timing": _bank_timing(cfg, d) + tail})
 
 
 def nmp_lower_bound(cfg: NmpConfig, d: DecodedLookups, poolings: np.ndarray, row_bytes: np.ndarray,
@@ -85,5 +92,9 @@ def nmp_lower_bound(cfg: NmpConfig, d: DecodedLookups, poolings: np.ndarray, row
     key = (d.channel * g.dimms_per_channel + dimm) * span + poolings
     first = np.unique(key, return_index=True)[1]
     psum = _per(d.channel[first], g.channels, -(-row_bytes[tables[first]] // 64)) * t.tBL
-    return _pick(cfg, {"C/A bus": inst, "rank data path": rank_data, "bank timing": _bank_timing(cfg, d),
-                       "psum return": psum})
+    b = int(d.bursts.min(initial=1)) * t.tBL
+    head = 1 + t.tRCD + t.tCL  # first instruction arrives, its row opens, its data comes
+    after = 1 + b  # the DIMM adds the partial sums and one returns
+    return _pick(cfg, {"C/A bus": inst + t.tCL + b + after, "rank data path": head + rank_data + after,
+                       "bank timing": 1 + _bank_timing(cfg, d) + t.tRCD + t.tCL + b + after,
+                       "psum return": head + b + 1 + psum})

@@ -161,9 +161,11 @@ def _tensordimm_split(cfg: NmpConfig, d: DecodedLookups, tables: np.ndarray, poo
 
 
 def emulate_nmp(cfg: NmpConfig, d: DecodedLookups, tables: np.ndarray, poolings: np.ndarray,
-                row_bytes: np.ndarray, cache: RankCache) -> ModeResult:
+                row_bytes: np.ndarray, cache: RankCache, trace: dict | None = None) -> ModeResult:
     """Near-memory pooling: per channel, packets of ≤ packet_poolings poolings, instructions sent round-robin
-    over the ranks, DRAM work per rank (FR-FCFS within the packet), RankCache hits skip DRAM."""
+    over the ranks, DRAM work per rank (FR-FCFS within the packet), RankCache hits skip DRAM.
+    trace: if a dict, it receives per lookup in send order its channel, rank, global packet, bursts, hit and
+    finish cycle (the counters sync_study reads)."""
     g = cfg.geometry
     rpc = g.ranks_per_channel
     lookups = int(d.row.size)
@@ -238,6 +240,9 @@ def emulate_nmp(cfg: NmpConfig, d: DecodedLookups, tables: np.ndarray, poolings:
                           cfg.queue_entries, tp, g.banks_per_group, g.banks_per_rank, g.bank_groups,
                           SYNC_MODES.index(cfg.packet_sync),
                           finish, stats, lat).max(initial=0)
+    if trace is not None:
+        trace.update(channel=d.channel[send], rank=sr, packet=sp, bursts=d.bursts[send], hit=hit, finish=finish,
+                     packet_base=packet_base)
     stats = stats.sum(axis=0)
     psum_bytes = float(psum_bursts.sum() * BURST_BYTES)
     return ModeResult(lookups=lookups, cycles=int(cycles), channel_data_bytes=psum_bytes,

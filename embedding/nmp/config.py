@@ -18,7 +18,7 @@ MODES = ("host", "recnmp", "tensordimm")
 FIDELITIES = ("detailed", "fast")  # see NmpConfig.fidelity
 CA_PACKINGS = ("whole", "bits")  # see NmpConfig.ca_packing
 NMP_INST_BITS = 79  # RecNMP instruction: DDR cmd, vsize, DRAM address, weight, locality bit, psum tag
-BURST_BYTES = 64  # one BL8 burst on a 64-bit DDR4 data bus
+BURST_BYTES = 64  # one burst: BL8 on a 64-bit DDR4 bus, BL16 on a 32-bit DDR5 sub-channel
 
 
 class NmpConfigError(ValueError):
@@ -98,7 +98,9 @@ class DramTimings:
     tRP: int = 16
     tRC: int = 55
     tBL: int = 4
-    """Data-bus cycles of one BL8 burst (8 transfers at double data rate)."""
+    """Data-bus cycles of one burst: burst_length transfers at double data rate (BL8: 4, BL16: 8)."""
+    burst_length: int = 8
+    """Transfers per burst (DDR4 BL8; DDR5 BL16). geometry.bus_bytes × burst_length must be one 64 B burst."""
     tCCD_S: int = 4
     tCCD_L: int = 6
     tRRD_S: int = 4
@@ -113,6 +115,10 @@ class DramTimings:
             _require(isinstance(value, int) and value >= 0, f"timings.{name} must be a non-negative integer number "
                      f"of cycles, got {value!r}")
         _require(self.tBL > 0, "timings.tBL must be > 0")
+        _require(self.burst_length in (4, 8, 16, 32), f"timings.burst_length must be 4, 8, 16 or 32 transfers, got "
+                 f"{self.burst_length!r}")
+        _require(2 * self.tBL == self.burst_length, f"timings.tBL ({self.tBL}) must be burst_length / 2 = "
+                 f"{self.burst_length // 2} cycles (two transfers per clock)")
         _require(self.tRC >= self.tRP, f"timings: tRC ({self.tRC}) must be ≥ tRP ({self.tRP}), tRAS = tRC − tRP")
 
     @property
@@ -201,6 +207,9 @@ class NmpConfig:
             self.energy = EnergyParams(**self.energy)
         if isinstance(self.packet_sync, bool):
             self.packet_sync = "strict" if self.packet_sync else "off"
+        _require(self.geometry.bus_bytes * self.timings.burst_length == BURST_BYTES, f"geometry.bus_bytes "
+                 f"({self.geometry.bus_bytes}) × timings.burst_length ({self.timings.burst_length}) must be one "
+                 f"{BURST_BYTES} B burst (DDR4: 8 B × BL8; DDR5 sub-channel: 4 B × BL16)")
         _require(self.fidelity in FIDELITIES, f"nmp.fidelity {self.fidelity!r} is not one of {FIDELITIES}")
         _require(self.packet_sync in SYNC_MODES, f"nmp.packet_sync {self.packet_sync!r} is not one of {SYNC_MODES}")
         _require(self.queue_entries >= 1, f"nmp.queue_entries must be ≥ 1, got {self.queue_entries}")

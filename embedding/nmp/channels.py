@@ -32,8 +32,8 @@ def host_channels(order, starts, rank, bank, row, bursts, window, tp, banks_per_
 
 @njit(cache=True, parallel=True)
 def nmp_channels(cstart, packet_base, packet_starts, group_order, group_starts, ranks, rank, bank, row, bursts, hit,
-                 psum_bursts, inst_cycles, window, tp, banks_per_group, banks, bank_groups, packet_sync, finish, stats,
-                 packet_latency):
+                 psum_bursts, inst_cost, inst_den, window, tp, banks_per_group, banks, bank_groups, packet_sync, finish,
+                 stats, packet_latency):
     """Near-memory execution: channel c owns send positions cstart[c]:cstart[c + 1] and packets
     packet_base[c]:packet_base[c + 1]. packet_starts (global send positions, packets + 1) and group_starts
     (packets × ranks + 1) index send positions; group_order lists the misses grouped by (packet, rank). Each
@@ -52,7 +52,7 @@ def nmp_channels(cstart, packet_base, packet_starts, group_order, group_starts, 
         st = new_state(ranks, banks, bank_groups)
         cycles[c] = nmp_channel(np.arange(hi - lo), packet_starts[p0:p1 + 1] - lo, group_order[g0:g1] - lo,
                                 group_starts[p0 * ranks:p1 * ranks + 1] - g0, ranks, rank[lo:hi], bank[lo:hi],
-                                row[lo:hi], bursts[lo:hi], hit[lo:hi], psum_bursts[p0:p1], inst_cycles[lo:hi], window,
+                                row[lo:hi], bursts[lo:hi], hit[lo:hi], psum_bursts[p0:p1], inst_cost[lo:hi], inst_den, window,
                                 tp, banks_per_group, packet_sync, st, finish[lo:hi], stats[c], packet_latency[p0:p1])
     return cycles
 

@@ -6,17 +6,19 @@ that exists can be emulated. Defaults are RecNMP's simulated system (Ke et al., 
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
-__all__ = ["DramGeometry", "DramTimings", "EnergyParams", "NmpConfig", "NmpConfigError", "MAPPINGS", "MODES", "FIDELITIES", "SYNC_MODES",
-           "NMP_INST_BITS", "BURST_BYTES"]
+__all__ = ["DramGeometry", "DramTimings", "EnergyParams", "NmpConfig", "NmpConfigError", "MAPPINGS", "MODES",
+           "FIDELITIES", "SYNC_MODES", "CA_PACKINGS", "NMP_INST_BITS", "BURST_BYTES"]
 
 MAPPINGS = ("skylake", "random", "page_colour")
 SYNC_MODES = ("off", "strict", "overlap")  # index = timing.SYNC_* code
 MODES = ("host", "recnmp", "tensordimm")
 FIDELITIES = ("detailed", "fast")  # see NmpConfig.fidelity
+CA_PACKINGS = ("whole", "bits")  # see NmpConfig.ca_packing
 NMP_INST_BITS = 79  # RecNMP instruction: DDR cmd, vsize, DRAM address, weight, locality bit, psum tag
-BURST_BYTES = 64  # one BL8 burst on a 64-bit DDR4 data bus
+BURST_BYTES = 64  # one burst: BL8 on a 64-bit DDR4 bus, BL16 on a 32-bit DDR5 sub-channel
 
 
 class NmpConfigError(ValueError):
@@ -96,7 +98,9 @@ class DramTimings:
     tRP: int = 16
     tRC: int = 55
     tBL: int = 4
-    """Data-bus cycles of one BL8 burst (8 transfers at double data rate)."""
+    """Data-bus cycles of one burst: burst_length transfers at double data rate (BL8: 4, BL16: 8)."""
+    burst_length: int = 8
+    """Transfers per burst (DDR4 BL8; DDR5 BL16). geometry.bus_bytes × burst_length must be one 64 B burst."""
     tCCD_S: int = 4
     tCCD_L: int = 6
     tRRD_S: int = 4
@@ -111,6 +115,10 @@ class DramTimings:
             _require(isinstance(value, int) and value >= 0, f"timings.{name} must be a non-negative integer number "
                      f"of cycles, got {value!r}")
         _require(self.tBL > 0, "timings.tBL must be > 0")
+        _require(self.burst_length in (4, 8, 16, 32), f"timings.burst_length must be 4, 8, 16 or 32 transfers, got "
+                 f"{self.burst_length!r}")
+        _require(2 * self.tBL == self.burst_length, f"timings.tBL ({self.tBL}) must be burst_length / 2 = "
+                 f"{self.burst_length // 2} cycles (two transfers per clock)")
         _require(self.tRC >= self.tRP, f"timings: tRC ({self.tRC}) must be ≥ tRP ({self.tRP}), tRAS = tRC − tRP")
 
     @property
@@ -160,10 +168,20 @@ class NmpConfig:
     strict: no DRAM command of packet p+1 before every rank finished p. overlap: ranks decode buffered instructions
     and precharge/activate rows of p+1 early, but column reads (into the psum adder) wait for p to finish.
     off: each rank runs ahead on its own (no barrier). Booleans are accepted: true = strict, false = off."""
-    ca_bits_per_cycle: int = 80
-    """Channel C/A bits per memory cycle for NMP instructions; 80 sends one 79-bit instruction per cycle."""
-    ca_bits_per_command: int = 27
-    """C/A bits of one plain DDR4 command (host mode), for command bytes and I/O energy."""
+    ca_bits_per_cycle: float = 80
+    """Channel C/A bits per memory cycle. NMP instructions cross it at the rate ca_packing gives (80: one 79-bit
+    instruction per cycle; 160: two; 40: one per 2 cycles); a DDR command occupies ceil(ca_bits_per_command /
+    ca_bits_per_cycle) cycles of it (host mode, and a rank's own command bus in NMP mode)."""
+    ca_bits_per_command: float = 27
+    """C/A bits of one DDR command (DDR4: 27 pins, one cycle; DDR5: 14 pins × 2 cycles = 28)."""
+    inst_bits: float = NMP_INST_BITS
+    """Bits of one NMP instruction (RecNMP: 79 = DDR cmd, vsize, DRAM address, weight, locality bit, psum tag).
+    The three bit counts are whole numbers, typed float only so that a fractional one is refused by name here."""
+    ca_packing: str = "whole"
+    """How instructions fill the C/A bus. whole: an instruction does not straddle a cycle boundary, so a cycle
+    carries floor(ca_bits_per_cycle / inst_bits) instructions, or one takes ceil(inst_bits / ca_bits_per_cycle)
+    cycles; bits: instructions are streamed bit-serially, inst_bits / ca_bits_per_cycle cycles each (120 bits:
+    1.52 instructions per cycle)."""
     rankcache_bytes: int = 0
     """Per-rank RankCache capacity (LRU, one entry per vector); 0 disables it."""
     hot_threshold: int = 0
@@ -189,17 +207,44 @@ class NmpConfig:
             self.energy = EnergyParams(**self.energy)
         if isinstance(self.packet_sync, bool):
             self.packet_sync = "strict" if self.packet_sync else "off"
+        _require(self.geometry.bus_bytes * self.timings.burst_length == BURST_BYTES, f"geometry.bus_bytes "
+                 f"({self.geometry.bus_bytes}) × timings.burst_length ({self.timings.burst_length}) must be one "
+                 f"{BURST_BYTES} B burst (DDR4: 8 B × BL8; DDR5 sub-channel: 4 B × BL16)")
         _require(self.fidelity in FIDELITIES, f"nmp.fidelity {self.fidelity!r} is not one of {FIDELITIES}")
         _require(self.packet_sync in SYNC_MODES, f"nmp.packet_sync {self.packet_sync!r} is not one of {SYNC_MODES}")
         _require(self.queue_entries >= 1, f"nmp.queue_entries must be ≥ 1, got {self.queue_entries}")
         _require(1 <= self.packet_poolings <= 16, f"nmp.packet_poolings must be in 1..16 (4-bit psum tag), got "
                  f"{self.packet_poolings}")
-        _require(self.ca_bits_per_cycle >= 1, f"nmp.ca_bits_per_cycle must be ≥ 1, got {self.ca_bits_per_cycle}")
-        _require(self.ca_bits_per_command >= 1, f"nmp.ca_bits_per_command must be ≥ 1, got {self.ca_bits_per_command}")
+        for name, top in (("ca_bits_per_cycle", 4096), ("ca_bits_per_command", 256), ("inst_bits", 1024)):
+            value = getattr(self, name)
+            ok = isinstance(value, int | float) and not isinstance(value, bool) and float(value).is_integer()
+            _require(ok and 1 <= value <= top, f"nmp.{name} must be a whole number of bits in 1..{top}, got "
+                     f"{value!r}")
+            setattr(self, name, int(value))
+        _require(self.ca_packing in CA_PACKINGS, f"nmp.ca_packing {self.ca_packing!r} is not one of {CA_PACKINGS}")
         _require(self.rankcache_bytes >= 0, f"nmp.rankcache_bytes must be ≥ 0, got {self.rankcache_bytes}")
         _require(self.hot_threshold >= 0, f"nmp.hot_threshold must be ≥ 0, got {self.hot_threshold}")
 
     @property
-    def inst_cycles(self) -> int:
-        """C/A cycles one NMP instruction occupies."""
-        return -(-NMP_INST_BITS // self.ca_bits_per_cycle)
+    def inst_cost(self) -> tuple[int, int]:
+        """(num, den): one NMP instruction holds the C/A bus num/den cycles (see ca_packing)."""
+        w, i = self.ca_bits_per_cycle, self.inst_bits
+        if self.ca_packing == "bits":
+            g = math.gcd(w, i)
+            return i // g, w // g
+        return (1, w // i) if w >= i else (-(-i // w), 1)
+
+    @property
+    def inst_per_cycle(self) -> float:
+        """NMP instructions the C/A bus carries per memory cycle."""
+        num, den = self.inst_cost
+        return den / num
+
+    @property
+    def cmd_cycles(self) -> int:
+        """C/A cycles one DDR command occupies."""
+        return -(-self.ca_bits_per_command // self.ca_bits_per_cycle)
+
+    def timing_vector(self) -> list[int]:
+        """DramTimings.as_array() followed by cmd_cycles: the `tp` vector of the numba kernels."""
+        return self.timings.as_array() + [self.cmd_cycles]

@@ -102,12 +102,41 @@ def _scatter_pages(pages: np.ndarray, frame_bits: int, seed: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Placement:
-    """Where every table lives: the per-table half of the mapping (the per-lookup half is `map_lookups`)."""
+    """Where every table lives: the per-table half of the mapping (the per-lookup half is `map_lookups`).
+
+    Page colouring with fewer tables than ranks spreads a table over several ranks: table t owns the colours
+    colour[t] + k·step for k < spread[t], and its block b (block_bits[t]: a 4 KiB page, or one row if rows are
+    larger) lives in colour colour[t] + (b mod spread[t])·step at rank-local block b // spread[t]. A pooling's
+    rows then fall on several ranks (one partial sum per DIMM touched), and every rank holds work."""
 
     bases: np.ndarray  # (T,) int64, byte address of row 0 (rank-local for page colouring)
     stride: np.ndarray  # (T,) int64, bytes between consecutive rows
-    colour: np.ndarray | None  # (T,) int64 global rank of each table (page colouring), else None
+    colour: np.ndarray | None  # (T,) int64 first global rank of each table (page colouring), else None
     granule_bits: int  # log2 of the channel-interleave granule
+    spread: np.ndarray | None = None  # (T,) int64 ranks each table is spread over (page colouring), else None
+    step: int = 1  # colour distance between a spread table's ranks (= the number of tables)
+    block_bits: np.ndarray | None = None  # (T,) int64 log2 of a spread table's block (page or row)
+
+    def ranks_holding_data(self, total_ranks: int) -> int:
+        """Distinct ranks that hold at least one table's rows (all of them when the mapping interleaves)."""
+        if self.colour is None:
+            return total_ranks
+        held = set()
+        for c, k in zip(self.colour.tolist(), self.spread.tolist(), strict=True):
+            held.update(c + j * self.step for j in range(k))
+        return len(held)
+
+    def local_address(self, tables: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """(address, global rank): rank-local byte address and colour of each lookup under page colouring; the
+        plain address and None otherwise."""
+        off = rows * self.stride[tables]
+        if self.colour is None:
+            return self.bases[tables] + off, None
+        bb = self.block_bits[tables]
+        k = self.spread[tables]
+        block = off >> bb
+        local = self.bases[tables] + ((block // k) << bb) + (off & ((np.int64(1) << bb) - 1))
+        return local, self.colour[tables] + (block % k) * self.step
 
 
 def placement(cfg: NmpConfig, table_rows: np.ndarray, row_bytes: np.ndarray) -> Placement:
@@ -119,16 +148,23 @@ def placement(cfg: NmpConfig, table_rows: np.ndarray, row_bytes: np.ndarray) -> 
     sizes = table_rows * stride
     granule_bits = max(_GRANULE_MIN_BITS, _bits(int(stride.max())))
     if cfg.mapping == "page_colour":
-        colour = np.arange(len(table_rows), dtype=np.int64) % g.total_ranks
-        bases = np.zeros(len(table_rows), dtype=np.int64)
+        n_tables = len(table_rows)
+        colour = np.arange(n_tables, dtype=np.int64) % g.total_ranks
+        # fewer tables than ranks: table t also takes the colours t + k·T, so that every rank holds rows
+        spread = np.maximum(1, (g.total_ranks - colour + n_tables - 1) // n_tables) if n_tables < g.total_ranks \
+            else np.ones(n_tables, np.int64)
+        block_bits = np.maximum(_bits(PAGE_BYTES), np.log2(stride).astype(np.int64))
+        blocks = -(-sizes // (np.int64(1) << block_bits))
+        local_sizes = -(-blocks // spread) << block_bits  # bytes of each table on each of its ranks
+        bases = np.zeros(n_tables, dtype=np.int64)
         for c in np.unique(colour):
             members = np.flatnonzero(colour == c)
-            bases[members] = _table_bases(sizes[members])
-            used = bases[members[-1]] + sizes[members[-1]]
+            bases[members] = _table_bases(local_sizes[members])
+            used = bases[members[-1]] + local_sizes[members[-1]]
             if used > g.rank_bytes:
                 raise NmpConfigError(f"mapping exceeds capacity: tables {members.tolist()[:8]} coloured to rank {c} "
                                      f"need {used / 2**30:.3g} GiB, a rank holds {g.rank_bytes / 2**30:.3g} GiB")
-        return Placement(bases, stride, colour, granule_bits)
+        return Placement(bases, stride, colour, granule_bits, spread.astype(np.int64), n_tables, block_bits)
     bases = _table_bases(sizes)
     total = int(bases[-1] + sizes[-1])
     if total > g.capacity_bytes:
@@ -145,13 +181,13 @@ def map_lookups(cfg: NmpConfig, tables: np.ndarray, rows: np.ndarray, table_rows
     """
     g = cfg.geometry
     pl = placement(cfg, table_rows, row_bytes)
-    bases, stride, granule_bits = pl.bases, pl.stride, pl.granule_bits
+    granule_bits = pl.granule_bits
     tables = np.asarray(tables, dtype=np.int64)
     rows = np.asarray(rows, dtype=np.int64)
-    addr = bases[tables] + rows * stride[tables]
-    if pl.colour is not None:
+    addr, glob = pl.local_address(tables, rows)
+    phys = addr
+    if glob is not None:
         _, _, bank, row, column = _decode(addr, cfg, 0, 0, granule_bits)
-        glob = pl.colour[tables]
         channel, rank = glob % g.channels, glob // g.channels
     else:
         if cfg.mapping == "random":
@@ -160,6 +196,5 @@ def map_lookups(cfg: NmpConfig, tables: np.ndarray, rows: np.ndarray, table_rows
         channel, rank, bank, row, column = _decode(addr, cfg, _bits(g.channels), _bits(g.ranks_per_channel),
                                                    granule_bits)
     bursts = -(-np.asarray(row_bytes, dtype=np.int64)[tables] // BURST_BYTES)
-    key = ((bases[tables] + rows * stride[tables]) >> 6) * np.int64(g.total_ranks) + (channel * g.ranks_per_channel
-                                                                                      + rank)
+    key = (phys >> 6) * np.int64(g.total_ranks) + (channel * g.ranks_per_channel + rank)
     return DecodedLookups(channel, rank, bank, row, column, bursts, key)

@@ -12,7 +12,7 @@ import numpy as np
 from numba import typed, types
 
 from embedding.nmp.channels import host_channels, nmp_channels, stable_order
-from embedding.nmp.config import BURST_BYTES, NMP_INST_BITS, SYNC_MODES, NmpConfig, NmpConfigError
+from embedding.nmp.config import BURST_BYTES, SYNC_MODES, NmpConfig, NmpConfigError
 from embedding.nmp.dram import DecodedLookups, map_lookups, row_strides
 from embedding.nmp.timing import lru_filter
 
@@ -126,7 +126,7 @@ def emulate_host(cfg: NmpConfig, d: DecodedLookups, poolings: np.ndarray) -> Mod
     g = cfg.geometry
     order = np.lexsort((poolings, d.channel))
     starts = _bounds(d.channel[order], g.channels)
-    tp = np.asarray(cfg.timings.as_array(), np.int64)
+    tp = np.asarray(cfg.timing_vector(), np.int64)
     stats = np.zeros((g.channels, 4), np.int64)
     finish = np.zeros(d.row.size, np.int64)
     cycles = host_channels(order, starts, d.rank, d.bank, d.row, d.bursts, cfg.queue_entries, tp, g.banks_per_group,
@@ -161,9 +161,11 @@ def _tensordimm_split(cfg: NmpConfig, d: DecodedLookups, tables: np.ndarray, poo
 
 
 def emulate_nmp(cfg: NmpConfig, d: DecodedLookups, tables: np.ndarray, poolings: np.ndarray,
-                row_bytes: np.ndarray, cache: RankCache) -> ModeResult:
+                row_bytes: np.ndarray, cache: RankCache, trace: dict | None = None) -> ModeResult:
     """Near-memory pooling: per channel, packets of ≤ packet_poolings poolings, instructions sent round-robin
-    over the ranks, DRAM work per rank (FR-FCFS within the packet), RankCache hits skip DRAM."""
+    over the ranks, DRAM work per rank (FR-FCFS within the packet), RankCache hits skip DRAM.
+    trace: if a dict, it receives per lookup in send order its channel, rank, global packet, bursts, hit and
+    finish cycle (the counters sync_study reads)."""
     g = cfg.geometry
     rpc = g.ranks_per_channel
     lookups = int(d.row.size)
@@ -220,7 +222,7 @@ def emulate_nmp(cfg: NmpConfig, d: DecodedLookups, tables: np.ndarray, poolings:
     psum_b = -(-row_bytes[pool_table[pairs[psum_pair] % span]] // BURST_BYTES)
     psum_bursts = np.bincount(pair_packet[psum_pair], weights=psum_b, minlength=n_packets).astype(np.int64)
 
-    tp = np.asarray(cfg.timings.as_array(), np.int64)
+    tp = np.asarray(cfg.timing_vector(), np.int64)
     sp, sr = packet[send], d.rank[send]
     packet_starts = _bounds(sp, n_packets)
     miss = np.flatnonzero(~hit)
@@ -228,19 +230,23 @@ def emulate_nmp(cfg: NmpConfig, d: DecodedLookups, tables: np.ndarray, poolings:
     by_group = stable_order(gkey, n_packets * rpc)
     group_order = miss[by_group]
     group_starts = _bounds(gkey[by_group], n_packets * rpc)
-    cost = np.where(sends_inst[send], cfg.inst_cycles, 0).astype(np.int64)
+    num, den = cfg.inst_cost
+    cost = np.where(sends_inst[send], num, 0).astype(np.int64)
     stats = np.zeros((g.channels, 4), np.int64)
     finish = np.zeros(n, np.int64)
     lat = np.zeros(n_packets, np.int64)
     cycles = nmp_channels(_bounds(d.channel[send], g.channels), packet_base, packet_starts, group_order, group_starts,
-                          rpc, sr, d.bank[send], d.row[send], d.bursts[send], hit, psum_bursts, cost,
+                          rpc, sr, d.bank[send], d.row[send], d.bursts[send], hit, psum_bursts, cost, den,
                           cfg.queue_entries, tp, g.banks_per_group, g.banks_per_rank, g.bank_groups,
                           SYNC_MODES.index(cfg.packet_sync),
                           finish, stats, lat).max(initial=0)
+    if trace is not None:
+        trace.update(channel=d.channel[send], rank=sr, packet=sp, bursts=d.bursts[send], hit=hit, finish=finish,
+                     packet_base=packet_base)
     stats = stats.sum(axis=0)
     psum_bytes = float(psum_bursts.sum() * BURST_BYTES)
     return ModeResult(lookups=lookups, cycles=int(cycles), channel_data_bytes=psum_bytes,
-                      channel_cmd_bytes=lookups * NMP_INST_BITS / 8, dram_bytes=float(stats[2] * BURST_BYTES),
+                      channel_cmd_bytes=lookups * cfg.inst_bits / 8, dram_bytes=float(stats[2] * BURST_BYTES),
                       acts=int(stats[1]), precharges=int(stats[3]), dram_accesses=int(n - hit.sum()),
                       row_hits=int(stats[0]), cache_probes=int(flags.sum()) if cache.entries else 0,
                       cache_hits=int(hit.sum()), packet_latency=lat)

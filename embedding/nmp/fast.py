@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from embedding.nmp.config import BURST_BYTES, NMP_INST_BITS, SYNC_MODES, NmpConfig, NmpConfigError
+from embedding.nmp.config import BURST_BYTES, SYNC_MODES, NmpConfig, NmpConfigError
 from embedding.nmp.dram import PAGE_BYTES, DecodedLookups, placement, scatter_params
 from embedding.nmp.execute import LookupStream, ModeResult, RankCache, _locality_bits, _tensordimm_split
 from embedding.nmp.fast_kernels import host_fast, nmp_fast
@@ -39,11 +39,14 @@ def map_lookups_fast(cfg: NmpConfig, stream: LookupStream) -> DecodedLookups:
                     _log2(g.bank_groups), _log2(g.banks_per_group)], np.int64)
     frame_bits = _log2(g.capacity_bytes // PAGE_BYTES)
     mult, add, shift = scatter_params(frame_bits, cfg.seed)
+    one = np.ones(1, np.int64)
     colour = pl.colour if coloured else np.full(1, -1, np.int64)
+    spread = pl.spread if coloured else one
+    block_bits = pl.block_bits if coloured else one
     n = stream.num_lookups
     out = [np.empty(n, np.int64) for _ in range(7)]
-    decode(stream.tables, stream.rows, pl.bases, pl.stride, colour, stream.row_bytes, geo, pl.granule_bits,
-           cfg.mapping == "random", frame_bits, mult, add, shift, *out)
+    decode(stream.tables, stream.rows, pl.bases, pl.stride, colour, spread, pl.step, block_bits, stream.row_bytes,
+           geo, pl.granule_bits, cfg.mapping == "random", frame_bits, mult, add, shift, *out)
     return DecodedLookups(*out)
 
 
@@ -61,7 +64,7 @@ def emulate_host_fast(cfg: NmpConfig, d: DecodedLookups, poolings: np.ndarray,
     n = d.row.size
     order = (pairs or _pairs(cfg, d, poolings))[0]
     starts = np.searchsorted(d.channel[order], np.arange(g.channels + 1)).astype(np.int64)
-    tp = np.asarray(cfg.timings.as_array(), np.int64)
+    tp = np.asarray(cfg.timing_vector(), np.int64)
     stats = np.zeros((g.channels, 4), np.int64)
     cycles = host_fast(order, starts, d.rank, d.bank, d.row, d.bursts, cfg.queue_entries, tp, g.banks_per_group,
                        g.ranks_per_channel, g.banks_per_rank, g.bank_groups, np.zeros(n, np.int64), stats)
@@ -130,16 +133,16 @@ def emulate_nmp_fast(cfg: NmpConfig, d: DecodedLookups, tables: np.ndarray, pool
         probes = int(flags.sum())
     unit = d.rank // g.ranks_per_dimm if cfg.mode == "recnmp" else np.zeros(n, np.int64)
     psum = psum_bursts(order, pair_of, pair_packet, unit, g.dimms_per_channel, tables, row_bytes, n_packets)
-    tp = np.asarray(cfg.timings.as_array(), np.int64)
+    tp = np.asarray(cfg.timing_vector(), np.int64)
     stats = np.zeros((g.channels, 4), np.int64)
     lat = np.zeros(n_packets, np.int64)
     cycles = nmp_fast(send, pstart, packet_base, grouped, gstart, rpc, d.rank, d.bank, d.row, d.bursts, hit, psum,
-                      sends_inst, cfg.inst_cycles, cfg.queue_entries, tp, g.banks_per_group, g.banks_per_rank,
+                      sends_inst, *cfg.inst_cost, cfg.queue_entries, tp, g.banks_per_group, g.banks_per_rank,
                       g.bank_groups, SYNC_MODES.index(cfg.packet_sync), np.zeros(n, np.int64), stats, lat)
     hits, acts, rd, pre = _counters(stats)
     n_hit = int(hit.sum())
     return ModeResult(lookups=lookups, cycles=int(cycles.max(initial=0)),
-                      channel_data_bytes=float(psum.sum() * BURST_BYTES), channel_cmd_bytes=lookups * NMP_INST_BITS / 8,
+                      channel_data_bytes=float(psum.sum() * BURST_BYTES), channel_cmd_bytes=lookups * cfg.inst_bits / 8,
                       dram_bytes=float(rd * BURST_BYTES), acts=acts, precharges=pre, dram_accesses=n - n_hit,
                       row_hits=hits, cache_probes=probes, cache_hits=n_hit,
                       packet_latency=lat)

@@ -9,7 +9,8 @@ per bank, rank and bus (one record each, see B_/R_/S_ below) instead of cycle-ri
 (the detailed model interleaves them with another bank group's; a same-bank-group successor slips by
 tCCD_L − tBL, as it does there), and the C/A bus remembers the last 64 cycles so that commands do not collide.
 
-Timing vector `tp` (DramTimings.as_array): tRCD tCL tRP tRC tRAS tBL tCCD_S tCCD_L tRRD_S tRRD_L tFAW tRTP.
+Timing vector `tp` (NmpConfig.timing_vector): tRCD tCL tRP tRC tRAS tBL tCCD_S tCCD_L tRRD_S tRRD_L tFAW tRTP,
+then the C/A cycles one DDR command occupies.
 """
 from __future__ import annotations
 
@@ -64,6 +65,21 @@ def _new_state(ranks, banks, bank_groups, window):
 
 
 @njit(cache=True, inline="always")
+def _book(cb, t, n):
+    """Earliest t' ≥ t with command slots t'..t'+n-1 free on the command bus `cb` (cycles mod CMD_SLOTS); booked."""
+    while True:
+        k = 0
+        while k < n and cb[(t + k) & CMD_MASK] != t + k:
+            k += 1
+        if k == n:
+            break
+        t += k + 1
+    for k in range(n):
+        cb[(t + k) & CMD_MASK] = t + k
+    return t
+
+
+@njit(cache=True, inline="always")
 def pick_head(head, in_rank, rank_ready, now, r_lo, r_hi, nbank, ub, lim):
     """The FR-FCFS pick among bank heads: the bank whose head has the smallest composite key, lowest bank on ties.
 
@@ -115,8 +131,8 @@ def serve_fast(seq, lo, hi, rank, bank, row, bursts, earliest, col_floor, window
     and only the heads compete (pick_head: one SIMD min over the banks of the ranks in play).
     A queue slot freed by a served request admits the next one once that request's last column command issued."""
     bank_st, rank_st, cmd, head, slot_st, ring, tally = st
-    tRCD, tCL, tRP, tRC, tBL, tCCD_L, tRRD_S, tRRD_L, tFAW, tRTP = (tp[0], tp[1], tp[2], tp[3], tp[5], tp[7], tp[8],
-                                                                     tp[9], tp[10], tp[11])
+    tRCD, tCL, tRP, tRC, tBL, tCCD_L, tRRD_S, tRRD_L, tFAW, tRTP, ncmd = (tp[0], tp[1], tp[2], tp[3], tp[5], tp[7],
+                                                                           tp[8], tp[9], tp[10], tp[11], tp[12])
     nbank = bank_st.shape[0] // rank_st.shape[0]
     ub = 0  # bits of a bank index (rank · banks + bank) packed under a key
     while (1 << ub) < bank_st.shape[0]:
@@ -192,15 +208,10 @@ def serve_fast(seq, lo, hi, rank, bank, row, bursts, earliest, col_floor, window
             tact = max(max(e, bank_st[gb, B_READY]), max(rank_st[r, R_ACT] + (tRRD_L if rank_st[r, R_ACT_BG] == bg else tRRD_S),
                                                rank_st[r, R_FAW + fp] + tFAW))
             if bank_st[gb, B_ROW] >= 0:
-                tpre = max(e, tact - tRP)
-                while cb[tpre & CMD_MASK] == tpre:
-                    tpre += 1
-                cb[tpre & CMD_MASK] = tpre
+                tpre = _book(cb, max(e, tact - tRP), ncmd)
                 tact = max(tact, tpre + tRP)
                 n_pre += 1
-            while cb[tact & CMD_MASK] == tact:
-                tact += 1
-            cb[tact & CMD_MASK] = tact
+            tact = _book(cb, tact, ncmd)
             rank_st[r, R_FAW + fp] = tact
             fp = (fp + 1) & 3
             rank_st[r, R_FAW_PTR] = fp
@@ -213,13 +224,12 @@ def serve_fast(seq, lo, hi, rank, bank, row, bursts, earliest, col_floor, window
             n_act += 1
             tcol = tact + tRCD
         tcol = max(max(tcol, col_floor), max(rank_st[r, R_BG + bg], free - tCL))
-        while cb[tcol & CMD_MASK] == tcol:  # the C/A slot is taken by a PRE/ACT: the burst slips
-            tcol += 1
-        cb[tcol & CMD_MASK] = tcol
+        tcol = _book(cb, tcol, ncmd)  # a C/A slot taken by a PRE/ACT: the burst slips
         # the vector's bursts hit one bank group, spaced `gap` so another bank group's burst fills between (as the
         # detailed model spaces them); the bus is charged b·tBL, i.e. the interleaving is assumed to succeed
         for k in range(1, nb_):  # the other bursts' column commands, one per tBL as the bus is charged
-            cb[(tcol + k * tBL) & CMD_MASK] = tcol + k * tBL
+            for m in range(ncmd):
+                cb[(tcol + k * tBL + m) & CMD_MASK] = tcol + k * tBL + m
         tlast = tcol + (nb_ - 1) * gap
         free = tcol + tCL + nb_ * tBL
         rank_st[r, R_BG + bg] = tlast + tCCD_L - (nb_ - 1) * tBL  # interleaved: the next vector of this bank group
@@ -278,12 +288,13 @@ def host_fast(order, starts, rank, bank, row, bursts, window, tp, banks_per_grou
 
 @njit(cache=True, parallel=True)
 def nmp_fast(send, pstart, packet_base, grouped, gstart, ranks, rank, bank, row, bursts, hit, psum, sends_inst,
-             inst_cycles, window, tp, banks_per_group, banks, bank_groups, packet_sync, finish, stats, packet_latency):
+             inst_num, inst_den, window, tp, banks_per_group, banks, bank_groups, packet_sync, finish, stats,
+             packet_latency):
     """Near-memory execution, channels in parallel; the packet skeleton of timing.nmp_channel (instruction sends,
     one packet of buffering, barrier and psum return) with serve_fast for each (packet, rank) group of misses.
     send/pstart: lookups in C/A order and each packet's first send position; grouped/gstart: lookups per
     (packet, rank) group in service order; hit: per lookup; sends_inst: whether a lookup sends an NMP instruction
-    (inst_cycles C/A cycles). Returns each channel's last cycle."""
+    (inst_num / inst_den C/A cycles; the bus clock is kept in 1/inst_den cycles). Returns each channel's last cycle."""
     tBL = tp[5]
     channels = packet_base.shape[0] - 1
     cycles = np.zeros(channels, np.int64)
@@ -294,19 +305,22 @@ def nmp_fast(send, pstart, packet_base, grouped, gstart, ranks, rank, bank, row,
             continue
         st = _new_state(ranks, banks, bank_groups, window)
         misses = np.empty(gstart[p1 * ranks] - gstart[p0 * ranks], np.int64)
+        ca_u = 0  # C/A bus clock in 1/inst_den cycles
         ca = 0
         barrier = 0
         psum_free = 0
         prev_start = 0
         for p in range(p0, p1):
-            ca = max(ca, prev_start)
-            first_send = ca
+            ca_u = max(ca_u, prev_start * inst_den)
+            ca = (ca_u + inst_den - 1) // inst_den
+            first_send = ca_u // inst_den
             prev_start = barrier
             done = barrier
             for k in range(pstart[p], pstart[p + 1]):
                 i = send[k]
                 if sends_inst[i]:  # a TensorDIMM slice after its vector's first sends no instruction
-                    ca += inst_cycles
+                    ca_u += inst_num
+                    ca = (ca_u + inst_den - 1) // inst_den
                 earliest[i] = max(ca, barrier) if packet_sync == SYNC_STRICT else ca
                 if hit[i]:
                     finish[i] = max(earliest[i], barrier if packet_sync == SYNC_OVERLAP else NEVER) + 1

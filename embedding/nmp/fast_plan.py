@@ -12,18 +12,26 @@ __all__ = ["decode", "pair_order", "group_and_send", "psum_bursts"]
 
 
 @njit(cache=True, parallel=True)
-def decode(tables, rows, bases, stride, colour, row_bytes, geo, granule_bits, random, frame_bits, mult, add, shift,
-           channel, rank, bank, row, column, bursts, key):
+def decode(tables, rows, bases, stride, colour, spread, step, block_bits, row_bytes, geo, granule_bits, random,
+           frame_bits, mult, add, shift, channel, rank, bank, row, column, bursts, key):
     """dram.map_lookups per lookup, in one pass. geo = (channels, ranks_per_channel, banks_per_group, col_bits,
-    and the bit widths of channel, rank, bank group, bank fields); colour[0] < 0 means no page colouring.
-    Writes the DecodedLookups fields."""
+    and the bit widths of channel, rank, bank group, bank fields); colour[0] < 0 means no page colouring, else
+    table t's block b lives in colour colour[t] + (b mod spread[t])·step at rank-local block b // spread[t]
+    (dram.Placement.local_address). Writes the DecodedLookups fields."""
     channels, rpc, bpg, col_bits, cb, rb, bgb, bkb = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7]
     coloured = colour[0] >= 0
     clb = granule_bits - 6
     fmask = (np.int64(1) << frame_bits) - 1
     for i in prange(tables.shape[0]):
         t = tables[i]
-        phys = bases[t] + rows[i] * stride[t]
+        off = rows[i] * stride[t]
+        glob = 0
+        if coloured:
+            bb = block_bits[t]
+            blk = off >> bb
+            glob = colour[t] + (blk % spread[t]) * step
+            off = ((blk // spread[t]) << bb) + (off & ((np.int64(1) << bb) - 1))
+        phys = bases[t] + off
         addr = phys
         if random:
             x = (addr >> 12) & fmask
@@ -50,8 +58,8 @@ def decode(tables, rows, bases, stride, colour, row_bytes, geo, granule_bits, ra
         bg ^= (rw >> cb) & ((1 << bgb) - 1)
         bk ^= (rw >> (cb + bgb)) & ((1 << bkb) - 1)
         if coloured:
-            ch = colour[t] % channels
-            rk = colour[t] // channels
+            ch = glob % channels
+            rk = glob // channels
         channel[i] = ch
         rank[i] = rk
         bank[i] = bg * bpg + bk

@@ -9,10 +9,13 @@ import math
 
 import numpy as np
 
+from embedding.nmp.bounds import Bound, host_lower_bound, nmp_lower_bound
 from embedding.nmp.config import NmpConfig
+from embedding.nmp.dram import placement
 from embedding.nmp.execute import LookupStream, ModeResult, RankCache, emulate_batch
+from embedding.nmp.fast import map_lookups_fast
 
-__all__ = ["energy_nj", "emulate_streams", "summarise", "run_nmp"]
+__all__ = ["energy_nj", "emulate_streams", "speedup_bounds", "summarise", "run_nmp"]
 
 
 def energy_nj(cfg: NmpConfig, r: ModeResult) -> float:
@@ -41,10 +44,36 @@ def _metric(name: str, value: float, unit: str, method: str, samples: list[float
     return m
 
 
-def summarise(cfg: NmpConfig, results: list[dict[str, ModeResult]], looked_up_bytes: list[float]) -> list[dict]:
-    """Metric dicts over all batches: sums for bytes and counts, per-batch samples for latencies."""
+def speedup_bounds(cfg: NmpConfig, streams: list[LookupStream], results: list[dict[str, ModeResult]]
+                   ) -> tuple[float, Bound, Bound] | None:
+    """(speedup bound, host bound, NMP bound of the batch with the most NMP bound cycles) over the batches: emulated
+    host cycles / the NMP lower bound (bounds.py). None where the bound does not apply (a RankCache, TensorDIMM,
+    host only)."""
+    if cfg.mode != "recnmp" or cfg.rankcache_bytes or not results or "nmp" not in results[0]:
+        return None
+    host_total = nmp_total = 0.0
+    worst = None
+    for s, r in zip(streams, results, strict=True):
+        d = map_lookups_fast(cfg, s)
+        hb, nb = host_lower_bound(cfg, d), nmp_lower_bound(cfg, d, s.poolings, s.row_bytes, s.tables)
+        host_total += r["host"].cycles
+        nmp_total += nb.cycles
+        if worst is None or nb.cycles > worst[1].cycles:
+            worst = (hb, nb)
+    return host_total / max(nmp_total, 1e-9), worst[0], worst[1]
+
+
+def summarise(cfg: NmpConfig, results: list[dict[str, ModeResult]], looked_up_bytes: list[float],
+              ranks_with_data: int | None = None, bound: tuple[float, Bound, Bound] | None = None) -> list[dict]:
+    """Metric dicts over all batches: sums for bytes and counts, per-batch samples for latencies.
+    ranks_with_data: ranks that hold table rows under the placement (dram.Placement.ranks_holding_data);
+    bound: speedup_bounds' result, reported beside the speedup with the term that binds each mode."""
     ns_per_cycle = 1e3 / cfg.timings.clock_mhz
     out: list[dict] = []
+    if ranks_with_data is not None:
+        out.append(_metric("nmp.ranks_with_data", ranks_with_data, "ranks", f"ranks holding table rows under "
+                           f"mapping {cfg.mapping} (of {cfg.geometry.total_ranks}; page colouring spreads a table's "
+                           "4 KiB pages over several ranks when tables are fewer than ranks)"))
     for mode in ("host", "nmp"):
         rs = [r[mode] for r in results if mode in r]
         if not rs:
@@ -59,7 +88,8 @@ def summarise(cfg: NmpConfig, results: list[dict[str, ModeResult]], looked_up_by
             _metric(f"{tag}.channel_data_bytes", sum(r.channel_data_bytes for r in rs), "B",
                     "host: BL8 bursts × 64 B (every looked-up row); NMP: partial sums × vector bytes"),
             _metric(f"{tag}.channel_cmd_bytes", sum(r.channel_cmd_bytes for r in rs), "B",
-                    f"host: DDR commands × {cfg.ca_bits_per_command} bits / 8; NMP: lookups × 79-bit instructions / 8"),
+                    f"host: DDR commands × {cfg.ca_bits_per_command} bits / 8; NMP: lookups × {cfg.inst_bits}-bit "
+                    "instructions / 8"),
             _metric(f"{tag}.dram_internal_bytes", sum(r.dram_bytes for r in rs), "B",
                     "bursts read from the DRAM arrays × 64 B (RankCache hits excluded)"),
             _metric(f"{tag}.row_buffer_hit_rate", sum(r.row_hits for r in rs) / max(accesses, 1), "ratio",
@@ -84,6 +114,12 @@ def summarise(cfg: NmpConfig, results: list[dict[str, ModeResult]], looked_up_by
         nmp = sum(r["nmp"].cycles for r in results)
         out.append(_metric("nmp.speedup_over_host", host / max(nmp, 1), "x", "host baseline batch cycles / NMP "
                            "batch cycles, same lookups and placement, summed over batches"))
+        if bound is not None:
+            value, hb, nb = bound
+            out.append(_metric("nmp.speedup_bound", value, "x", f"emulated host cycles / NMP lower bound (bounds.py; "
+                               f"NMP bound by the {nb.term}, host by the {hb.term}; "
+                               f"C/A {cfg.inst_per_cycle:g} instructions/cycle, "
+                               f"{cfg.geometry.ranks_per_channel} ranks/channel); no emulated run exceeds it"))
         eh = sum(energy_nj(cfg, r["host"]) for r in results)
         en = sum(energy_nj(cfg, r["nmp"]) for r in results)
         out.append(_metric("nmp.energy_saving", 1 - en / eh if eh else 0.0, "ratio", "1 − NMP energy / host energy"))
@@ -99,4 +135,5 @@ def run_nmp(cfg: NmpConfig, spec, batches) -> list[dict]:
     streams = [LookupStream.from_batch(b, table_rows, row_bytes) for b in batches]
     results = emulate_streams(cfg, streams)
     looked = [float(row_bytes[s.tables].sum()) for s in streams]
-    return summarise(cfg, results, looked)
+    held = placement(cfg, table_rows, row_bytes).ranks_holding_data(cfg.geometry.total_ranks)
+    return summarise(cfg, results, looked, held, speedup_bounds(cfg, streams, results))

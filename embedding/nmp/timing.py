@@ -6,7 +6,8 @@ rank and bus state. Command and data buses are cycle reservations, so a command 
 gap, as a real controller interleaves commands of different banks. The bursts of one vector (same bank group) are
 spaced max(tCCD_L, 2·tBL) so that another bank group's burst can fill the slot between them (tCCD_S = tBL).
 
-Timing vector `tp` (DramTimings.as_array): tRCD tCL tRP tRC tRAS tBL tCCD_S tCCD_L tRRD_S tRRD_L tFAW tRTP.
+Timing vector `tp` (NmpConfig.timing_vector): tRCD tCL tRP tRC tRAS tBL tCCD_S tCCD_L tRRD_S tRRD_L tFAW tRTP,
+then the C/A cycles one DDR command occupies (a command reserves that many consecutive command slots).
 """
 from __future__ import annotations
 
@@ -65,16 +66,23 @@ def _reserve(taken, jump, bus, c, length):
 
 
 @njit(cache=True)
-def _slot(ring, ring_jump, bus, t):
-    """Earliest free command slot ≥ t on `bus`, reserved."""
-    t = _free(ring, ring_jump, bus, t)
-    _reserve(ring, ring_jump, bus, t, 1)
+def _slot(ring, ring_jump, bus, t, n):
+    """Earliest t' ≥ t with n free command slots t'..t'+n-1 on `bus`, reserved."""
+    while True:
+        t = _free(ring, ring_jump, bus, t)
+        k = 1
+        while k < n and ring[bus, (t + k) & RING_MASK] != t + k:
+            k += 1
+        if k == n:
+            break
+        t += k
+    _reserve(ring, ring_jump, bus, t, n)
     return t
 
 
 @njit(cache=True)
-def _column_slot(ring, ring_jump, data, data_jump, low, bus, t, tCL, tBL):
-    """Earliest t' ≥ t with a free command slot at t' and tBL free data cycles from t' + tCL; reserves both.
+def _column_slot(ring, ring_jump, data, data_jump, low, bus, t, tCL, tBL, ncmd):
+    """Earliest t' ≥ t with ncmd free command slots from t' and tBL free data cycles from t' + tCL; reserves both.
     low[bus]: every data cycle below it is taken or in a hole too short for a burst, so the search skips it."""
     t = max(t, low[bus] - tCL)
     while True:
@@ -86,11 +94,14 @@ def _column_slot(ring, ring_jump, data, data_jump, low, bus, t, tCL, tBL):
             t = _free(data, data_jump, bus, c + k) - tCL
             continue
         t = c - tCL
-        if ring[bus, t & RING_MASK] == t:
-            t += 1
+        k = 0
+        while k < ncmd and ring[bus, (t + k) & RING_MASK] != t + k:
+            k += 1
+        if k < ncmd:
+            t += k + 1
             continue
         break
-    _reserve(ring, ring_jump, bus, t, 1)
+    _reserve(ring, ring_jump, bus, t, ncmd)
     _reserve(data, data_jump, bus, t + tCL, tBL)
     end = t + tCL
     c = low[bus]
@@ -120,8 +131,8 @@ def serve(order, lo, hi, rank, bank, row, bursts, earliest, col_floor, window, t
     terms of `ready` are cached in the state (bank_ready, rank_ready) and updated when a command changes them."""
     (open_row, bank_act, bank_rd, rank_act, rank_act_bg, faw, faw_ptr, bg_col, data, ring, low, bank_ready,
      rank_ready, data_jump, ring_jump) = st
-    tRCD, tCL, tRP, tRC, tRAS, tBL, tCCD_S, tCCD_L, tRRD_S, tRRD_L, tFAW, tRTP = (
-        tp[0], tp[1], tp[2], tp[3], tp[4], tp[5], tp[6], tp[7], tp[8], tp[9], tp[10], tp[11])
+    tRCD, tCL, tRP, tRC, tRAS, tBL, tCCD_S, tCCD_L, tRRD_S, tRRD_L, tFAW, tRTP, ncmd = (
+        tp[0], tp[1], tp[2], tp[3], tp[4], tp[5], tp[6], tp[7], tp[8], tp[9], tp[10], tp[11], tp[12])
     nbank = bank_ready.shape[0] // rank_ready.shape[0]
     # window in age order: request, its flat bank, rank, DRAM row, earliest start; keys: the pick key per entry
     w_req = np.empty(window, np.int64)
@@ -174,12 +185,12 @@ def serve(order, lo, hi, rank, bank, row, bursts, earliest, col_floor, window, t
             tact = max(e, bank_act[gb] + tRC)
             if open_row[gb] >= 0:
                 tpre = max(e, bank_act[gb] + tRAS, bank_rd[gb] + tRTP)
-                tpre = _slot(ring, ring_jump, bus, tpre)
+                tpre = _slot(ring, ring_jump, bus, tpre, ncmd)
                 stats[3] += 1
                 tact = max(tact, tpre + tRP)
             tact = max(tact, rank_act[r] + (tRRD_L if rank_act_bg[r] == bg else tRRD_S))
             tact = max(tact, faw[r, faw_ptr[r]] + tFAW)
-            tact = _slot(ring, ring_jump, bus, tact)
+            tact = _slot(ring, ring_jump, bus, tact, ncmd)
             faw[r, faw_ptr[r]] = tact
             now = max(now, tact)
             faw_ptr[r] = (faw_ptr[r] + 1) & 3
@@ -198,7 +209,7 @@ def serve(order, lo, hi, rank, bank, row, bursts, earliest, col_floor, window, t
             t = max(tcol, bg_col[r, bg] + (gap if k > 0 else tCCD_L))
             if tCCD_S > tBL:  # otherwise the data-bus reservation already keeps column commands tCCD_S apart
                 t = max(t, bg_col[r].max() + tCCD_S)
-            t = _column_slot(ring, ring_jump, data, data_jump, low, bus, t, tCL, tBL)
+            t = _column_slot(ring, ring_jump, data, data_jump, low, bus, t, tCL, tBL, ncmd)
             bg_col[r, bg] = t
         stats[2] += bursts[i]
         if nxt < hi:  # the freed queue slot takes the next request once this one's last column command issued
@@ -228,11 +239,14 @@ def host_channel(order, rank, bank, row, bursts, window, tp, banks_per_group, st
 
 @njit(cache=True)
 def nmp_channel(send_order, packet_starts, group_order, group_starts, ranks, rank, bank, row, bursts, hit,
-                psum_bursts, inst_cycles, window, tp, banks_per_group, packet_sync, st, finish, stats, packet_latency):
+                psum_bursts, inst_cost, inst_den, window, tp, banks_per_group, packet_sync, st, finish, stats,
+                packet_latency):
     """RecNMP execution on one channel, packet-synchronous.
 
     send_order: lookups in C/A send order, packet by packet (packet p = send_order[packet_starts[p]:...]);
-    instruction i holds the C/A bus inst_cycles[i] cycles. group_order: the same lookups grouped by (packet, rank),
+    instruction i holds the C/A bus inst_cost[i] / inst_den cycles (the bus clock is kept in 1/inst_den cycles, so
+    several instructions may share a cycle or one may span several; an instruction arrives at the end of the cycle
+    its last bit is sent in). group_order: the same lookups grouped by (packet, rank),
     misses only, in send order within a group (group_starts has packets × ranks + 1 entries). packet_sync
     (SYNC_*): off, a rank runs ahead into the next packet as soon as its own work is done; strict, a packet's DRAM
     work starts when every rank finished the previous packet (barrier); overlap, its PRE/ACT may issue before the
@@ -243,18 +257,19 @@ def nmp_channel(send_order, packet_starts, group_order, group_starts, ranks, ran
     n_packets = packet_starts.shape[0] - 1
     arrival = np.zeros(rank.shape[0], np.int64)
     earliest = np.zeros(rank.shape[0], np.int64)
-    ca = 0
+    ca_u = 0  # C/A bus clock in 1/inst_den cycles
     barrier = 0
     psum_free = 0
     prev_start = 0
     for p in range(n_packets):
-        ca = max(ca, prev_start)  # the rank-NMP instruction buffers hold one packet ahead of the one executing
-        first_send = ca
+        ca_u = max(ca_u, prev_start * inst_den)  # the rank-NMP instruction buffers hold one packet ahead
+        first_send = ca_u // inst_den
         prev_start = barrier
         done = barrier
         for k in range(packet_starts[p], packet_starts[p + 1]):
             i = send_order[k]
-            ca += inst_cycles[i]
+            ca_u += inst_cost[i]
+            ca = (ca_u + inst_den - 1) // inst_den
             arrival[i] = ca
             earliest[i] = max(ca, barrier) if packet_sync == SYNC_STRICT else ca
             if hit[i]:

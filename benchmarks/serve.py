@@ -1,0 +1,155 @@
+"""`dlrmbench serve [run|search|validate|overhead|whatif] [overrides]`: latency-bounded serving under MLPerf LoadGen.
+
+  run       one LoadGen test of the configured server (serving=<preset> serving.loadgen.target_qps=...)
+  search    the highest QPS LoadGen calls VALID for the naive server, static batching and ours (bisection;
+            counted LoadGen runs), a QPS–p99 PNG per setting
+  validate  the fixed-service SUT against M/D/1 and M/D/c (c = 2, 4) at 30/60/85% utilisation
+  overhead  LoadGen's own cost per query (a null SUT answering at once)
+  whatif    SimPy model of the queue from measured service times: checked against measured points, then the
+            embedding stage replaced by the NMP emulator's speedup or a cache's hit rate × tier speeds
+
+Overrides are Hydra's: serving=deeprecsys_rm1 serving.loadgen.latency_ms=50 workload.max_rows=100000.
+Records go to serving.records (default results/serving/records.jsonl), LoadGen's logs beside them.
+Bad input: one line on stderr, exit 2, nothing written.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from hydra.core.config_store import ConfigStore
+from hydra.errors import HydraException
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from embedding.spec import SpecError
+from embedding.workload_config import WorkloadConfig, build_workload
+from serving.config import ServingConfig, check_serving
+
+from .compose import CONF_DIR
+from .records import append_records, environment, git_sha, metric, new_run_id
+
+__all__ = ["main", "compose_serve", "ServeAppConfig"]
+
+COMMANDS = ("run", "search", "validate", "overhead", "whatif")
+
+
+@dataclass
+class ServeAppConfig:
+    workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+    serving: ServingConfig = field(default_factory=ServingConfig)
+    records: str = "results/serving/records.jsonl"
+    """JSONL file the records are appended to; LoadGen logs go to serving.log_dir/<run id>/"""
+
+
+def _compose(overrides: list[str]) -> ServeAppConfig:
+    ConfigStore.instance().store(name="dlrmbench_serve_schema", node=ServeAppConfig)
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose(config_name="serve", overrides=overrides)
+    return OmegaConf.to_object(cfg)
+
+
+def compose_serve(overrides: list[str]) -> ServeAppConfig:
+    """Compose twice: once to read which workload the serving preset names, then with that workload (unless the
+    user chose one) and the preset's row cap (unless the user set workload.max_rows)."""
+    try:
+        first = _compose(overrides)
+        extra = []
+        if not any(o.startswith("workload=") for o in overrides):
+            name = first.serving.workload
+            if not (Path(CONF_DIR) / "workload" / f"{name}.yaml").is_file():
+                presets = sorted(p.stem for p in (Path(CONF_DIR) / "workload").glob("*.yaml"))
+                raise SpecError(f"serving.workload={name!r}: no such workload preset; choose from {presets}")
+            extra.append(f"workload={name}")
+        if first.serving.max_rows and not any(o.startswith("workload.max_rows=") for o in overrides):
+            extra.append(f"workload.max_rows={first.serving.max_rows}")
+        return _compose(extra + overrides) if extra else first
+    except (HydraException, OmegaConfBaseException) as e:
+        raise SpecError(str(e).splitlines()[0]) from None
+
+
+def serving_record(run_id: str, cfg: ServeAppConfig, spec, point: dict, role: str = "run") -> dict:
+    """One record per measured point: QPS offered and achieved, percentiles, verdict, batches, wait vs service."""
+    load = point.get("loadavg", list(os.getloadavg()))
+    how = (f"MLPerf LoadGen {cfg.serving.loadgen.scenario} scenario, one run, latencies from "
+           f"mlperf_log_summary.txt; load average {load[0]:.2f} (shared machine)")
+    metrics = [metric("qps_offered", point.get("target_qps", 0.0), "queries/s", "LoadGen target QPS"),
+               metric("qps_scheduled", point.get("scheduled_qps", float("nan")), "queries/s", how),
+               metric("qps_completed", point.get("completed_qps", point.get("samples_per_second", float("nan"))),
+                      "queries/s", how)]
+    for k, v in point.items():
+        if k.startswith("p") and k.endswith("_ms") and k[1].isdigit():
+            metrics.append(metric(f"latency_{k[:-3]}", v, "ms", how))
+    for k in ("mean_latency_ms", "service_ms_mean", "service_ms_p99", "queue_wait_ms_mean", "queue_wait_ms_p99",
+              "batch_samples_mean"):
+        if k in point:
+            metrics.append(metric(k, point[k], "ms" if k.endswith("_ms") or "_ms_" in k else "samples",
+                                  "measured in the server (perf_counter), same run"))
+    metrics = [m for m in metrics if m["value"] == m["value"]]  # drop NaN (JSON has none)
+    return {"run_id": run_id, "kind": "serving", "role": role, "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "git_sha": git_sha(), "config": OmegaConf.to_container(OmegaConf.structured(cfg)),
+            "environment": environment(), "workload": {"name": spec.name, "tables": spec.num_tables,
+                                                       "row_cap": spec.row_cap,
+                                                       "capped_tables": spec.capped_tables},
+            "verdict": point.get("verdict"), "loadavg": load,
+            "point": {k: v for k, v in point.items() if isinstance(v, (int, float, str, bool, list))
+                      and v == v}, "metrics": metrics}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
+    cmd = argv.pop(0) if argv and argv[0] in COMMANDS else "run"
+    bad = [a for a in argv if "=" not in a]
+    if bad:
+        print(f"dlrmbench serve: error: {bad[0]!r} is not a command ({', '.join(COMMANDS)}) nor a key=value "
+              "override", file=sys.stderr)
+        return 2
+    try:
+        cfg = compose_serve(argv)
+        check_serving(cfg.serving)
+        spec = build_workload(cfg.workload)
+    except SpecError as e:
+        print(f"dlrmbench serve: error: {e}", file=sys.stderr)
+        return 2
+    return _COMMANDS[cmd](cfg, spec)
+
+
+def _write(cfg: ServeAppConfig, records: list[dict]) -> None:
+    append_records(cfg.records, records)
+    print(f"wrote {len(records)} record(s) to {cfg.records}")
+
+
+def _line(tag: str, p: dict) -> str:
+    la = p.get("loadavg", os.getloadavg())[0]
+    pct = " ".join(f"{k[:-3]} {p[k]:.2f}" for k in ("p50_ms", "p90_ms", "p95_ms", "p99_ms", "p99.9_ms") if k in p)
+    return (f"{tag}: offered {p.get('target_qps', 0):.1f} QPS, completed {p.get('completed_qps', float('nan')):.1f}, "
+            f"{p.get('verdict')}, ms: {pct}; batch {p.get('batch_samples_mean', 0):.0f} samples, queue wait "
+            f"{p.get('queue_wait_ms_mean', 0):.2f} ms vs service {p.get('service_ms_mean', 0):.2f} ms "
+            f"(loadavg {la:.2f})")
+
+
+def _run(cfg: ServeAppConfig, spec) -> int:
+    from serving.build import build_setup, new_server
+    from serving.loadgen import run_loadgen
+
+    run_id = new_run_id()
+    setup = build_setup(spec, cfg.serving)
+    point = run_loadgen(new_server(setup, cfg.serving.server), setup.queries, cfg.serving.loadgen,
+                        Path(cfg.serving.log_dir) / run_id)
+    print(_line(cfg.serving.name, point))
+    _write(cfg, [serving_record(run_id, cfg, spec, point)])
+    return 0
+
+
+_COMMANDS = {"run": _run}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

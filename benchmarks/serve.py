@@ -92,7 +92,7 @@ def serving_record(run_id: str, cfg: ServeAppConfig, spec, point: dict, role: st
     metrics = [m for m in metrics if m["value"] == m["value"]]  # drop NaN (JSON has none)
     return {"run_id": run_id, "kind": "serving", "role": role, "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "git_sha": git_sha(), "config": OmegaConf.to_container(OmegaConf.structured(cfg)),
-            "environment": environment(), "workload": {"name": spec.name, "tables": spec.num_tables,
+            "env": environment(), "workload": {"name": spec.name, "tables": spec.num_tables,
                                                        "row_cap": spec.row_cap,
                                                        "capped_tables": spec.capped_tables},
             "verdict": point.get("verdict"), "loadavg": load,

@@ -98,7 +98,7 @@ class SearchConfig:
 @dataclass
 class ServingConfig:
     name: str = "serving"
-    workload: str = "default"
+    workload: str = "smoke"
     """the conf/workload preset the server runs (a `workload=...` override wins)"""
     max_rows: int = 0
     """row cap applied to that workload (0 = the workload's own `max_rows`): the scale knob that makes RM1–RM3 fit"""
@@ -129,8 +129,9 @@ def check_serving(cfg: ServingConfig, cores: int | None = None) -> None:
     _require(1 <= q.low <= q.high, f"serving.query low={q.low} high={q.high}: need 1 ≤ low ≤ high")
     _require(q.sigma > 0, f"serving.query.sigma={q.sigma}: must be > 0")
     _require(q.count >= 1, f"serving.query.count={q.count}: must be ≥ 1")
-    _require(q.pool_samples >= q.high and q.pool_samples >= q.mean,
-             f"serving.query.pool_samples={q.pool_samples}: must be ≥ the largest query ({max(q.high, int(q.mean))})")
+    largest = {"fixed": int(q.mean), "uniform": q.high, "lognormal": q.high, "mlperf": 700}[q.size]
+    _require(q.pool_samples >= largest,
+             f"serving.query.pool_samples={q.pool_samples}: must be ≥ the largest {q.size} query ({largest})")
     _require(s.workers >= 1, f"serving.server.workers={s.workers}: must be ≥ 1")
     _require(s.intra_threads >= 1, f"serving.server.intra_threads={s.intra_threads}: must be ≥ 1")
     _require(s.max_batch >= 0, f"serving.server.max_batch={s.max_batch}: must be ≥ 0 (0 = one query per batch)")

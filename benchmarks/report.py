@@ -22,6 +22,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from serving.report import plot_serving  # noqa: E402
+
 from .records import read_records  # noqa: E402
 
 __all__ = ["load", "build_report", "main"]
@@ -195,6 +197,7 @@ PLOTS: list[tuple[str, str, int, Callable]] = [
     ("hit_rate", "Cache hit rate against cache size", 1, plot_hit_rate),
     ("plans", "Per-rank plan comparison", 1, plot_plans),
     ("nmp_ranks", "NMP speedup against ranks", 1, plot_nmp),
+    ("serving", "Serving: QPS against tail latency (MLPerf LoadGen)", 1, plot_serving),
 ]
 
 

@@ -266,7 +266,102 @@ def _overhead(cfg: ServeAppConfig, spec) -> int:
     return 0
 
 
-_COMMANDS = {"run": _run, "search": _search, "validate": _validate, "overhead": _overhead}
+def _median_time(fn, repeats: int = 5) -> float:
+    fn()
+    ts = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return float(sorted(ts)[len(ts) // 2])
+
+
+def _nmp_speedup(spec, pool, n: int) -> tuple[float, str]:
+    """RecNMP-opt (conf/nmp/recnmp_opt.yaml, fast fidelity) speedup of the embedding lookups over the host
+    baseline on two batches of n served samples."""
+    from embedding.nmp import NmpConfig, run_nmp
+
+    yaml = OmegaConf.load(Path(CONF_DIR) / "nmp" / "recnmp_opt.yaml")
+    ncfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(NmpConfig), yaml, {"fidelity": "fast"}))
+    batches = [pool.gather([(0, n)]), pool.gather([(n, n)])]
+    m = next(x for x in run_nmp(ncfg, spec, batches) if x["name"] == "nmp.speedup_over_host")
+    return m["value"], "RecNMP-opt emulation (conf/nmp/recnmp_opt.yaml, fidelity fast), " + m["method"]
+
+
+def _whatif(cfg: ServeAppConfig, spec) -> int:
+    import numpy as np
+
+    from serving.build import build_setup, new_server
+    from serving.desim import ServiceModel, bounded_qps, simulate
+    from serving.loadgen import run_loadgen
+
+    s = cfg.serving
+    run_id = new_run_id()
+    setup = build_setup(spec, s)
+    dl = setup.dlrm
+    n_mean = int(np.median(setup.queries.sizes))
+    one = _median_time(lambda: dl.run_samples(0, n_mean), 3)
+    capacity = s.server.workers / one
+    pct = f"p{s.loadgen.percentile:g}_ms"
+    print(f"{s.name}: one median query ({n_mean} samples) {1e3 * one:.1f} ms alone → loads at 30/50/70% of "
+          f"{capacity:.1f} QPS (loadavg {os.getloadavg()[0]:.2f})", flush=True)
+    pairs_n, pairs_t, measured, records = [], [], [], []
+    for k, frac in enumerate((0.3, 0.5, 0.7)):
+        server = new_server(setup, s.server)
+        p = run_loadgen(server, setup.queries, s.loadgen, Path(s.log_dir) / run_id / f"load{k}",
+                        target_qps=frac * capacity)
+        pairs_n += server.stats.batch_samples
+        pairs_t += server.stats.service_s
+        measured.append(p)
+        rec = serving_record(run_id, cfg, spec, p, role="whatif-measured")
+        rec["setting"] = "measured"
+        records.append(rec)
+        print("  " + _line(f"measured {int(frac * 100)}%", p), flush=True)
+    model = ServiceModel.fit(np.array(pairs_n), np.array(pairs_t))
+    print(f"service model: {1e3 * model.a:.2f} ms + {1e6 * model.b:.1f} us/sample, spread from "
+          f"{model.ratios.size} measured batches (ratio p10/p90 {np.percentile(model.ratios, 10):.2f}/"
+          f"{np.percentile(model.ratios, 90):.2f})")
+    errors = []
+    for p in measured:
+        sim = simulate(s.server, p["scheduled_qps"], setup.queries.sizes, model, percentiles=(50, 99))
+        err = sim["p99_ms"] / p["p99_ms"] - 1
+        errors.append(err)
+        print(f"  model vs measured at {p['scheduled_qps']:.1f} QPS: p99 {sim['p99_ms']:.1f} vs {p['p99_ms']:.1f} ms "
+              f"({100 * err:+.1f}%), p50 {sim['p50_ms']:.1f} vs {p['p50_ms']:.1f} ms", flush=True)
+    trusted = all(abs(e) <= 0.15 for e in errors)
+    print(f"model {'TRUSTED' if trusted else 'NOT trusted'}: |p99 error| ≤ 15% at all three loads: "
+          f"{[round(100 * e, 1) for e in errors]}")
+    grid = [n for n in (16, 32, 64, 128, 256, 512) if n <= setup.pool.samples // 2]
+    share = []
+    for n in grid:
+        whole = _median_time(lambda n=n: dl.run_samples(0, n))
+        emb = _median_time(lambda n=n: dl.run_sparse(0, n))
+        share.append(min(1.0, emb / whole))
+    print("embedding share of a batch's service time (median of 5, one worker): "
+          + ", ".join(f"{n}: {100 * e:.0f}%" for n, e in zip(grid, share, strict=True))
+          + f" (loadavg {os.getloadavg()[0]:.2f})")
+    model.embedding_share = lambda n: float(np.interp(n, grid, share))
+    speedup, how = _nmp_speedup(setup.spec, setup.pool, min(128, setup.pool.samples // 2))
+    base_q = bounded_qps(s.server, setup.queries.sizes, model, s.loadgen.latency_ms, s.loadgen.percentile,
+                         max(1.0, 0.5 * capacity))
+    model.embedding_speedup = speedup
+    nmp_q = bounded_qps(s.server, setup.queries.sizes, model, s.loadgen.latency_ms, s.loadgen.percentile,
+                        max(1.0, 0.5 * capacity))
+    print(f"what-if (model{'' if trusted else ', NOT trusted'}): latency-bounded QPS at p{s.loadgen.percentile:g} ≤ "
+          f"{s.loadgen.latency_ms:g} ms: measured-service model {base_q:.1f}; embeddings on RecNMP (lookup speedup "
+          f"{speedup:.2f}x, emulated) {nmp_q:.1f} ({nmp_q / base_q if base_q else float('nan'):.2f}x). Emulated: only "
+          "the embedding share of service time; queueing simulated; the rest measured.")
+    summary = {"run_id": run_id, "kind": "serving_whatif", "workload": spec.name, "serving": s.name,
+               "model": {"a_s": model.a, "b_s_per_sample": model.b, "batches": int(model.ratios.size)},
+               "p99_errors": errors, "trusted": trusted, "embedding_share": dict(zip(grid, share, strict=True)),
+               "nmp_speedup": speedup, "nmp_method": how, "bounded_qps_model": base_q, "bounded_qps_nmp": nmp_q,
+               "bound_ms": s.loadgen.latency_ms, "percentile": s.loadgen.percentile, "loadavg": list(os.getloadavg())}
+    _write(cfg, [*records, summary])
+    del pct
+    return 0
+
+
+_COMMANDS = {"run": _run, "search": _search, "validate": _validate, "overhead": _overhead, "whatif": _whatif}
 
 
 if __name__ == "__main__":

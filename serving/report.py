@@ -1,5 +1,5 @@
-"""QPS–latency plots of serving records: one PNG per setting group (naive, static, ours), each point one LoadGen
-run, the bound as a line; captions say how the points were obtained."""
+"""QPS–latency plots of serving records: a PNG per search (one curve per server setting) and a panel for
+`dlrmbench report`; each point one LoadGen run, the bound as a line; captions say how the points were obtained."""
 from __future__ import annotations
 
 from collections import defaultdict
@@ -10,7 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-__all__ = ["plot_qps_latency", "serving_plots"]
+__all__ = ["plot_qps_latency", "plot_serving"]
 
 
 def plot_qps_latency(curves: dict[str, list[tuple[float, float, bool]]], bound_ms: float, percentile: float,
@@ -38,27 +38,33 @@ def plot_qps_latency(curves: dict[str, list[tuple[float, float, bool]]], bound_m
     return path
 
 
-def serving_plots(records: list[dict], out_dir: str | Path) -> list[Path]:
-    """For `dlrmbench report`: one QPS–latency PNG per (workload, serving preset) found among serving records."""
-    groups: dict[tuple, dict[str, list]] = defaultdict(lambda: defaultdict(list))
-    meta: dict[tuple, tuple[float, float, list]] = {}
+def plot_serving(records: list[dict], axes: list) -> str | None:
+    """`dlrmbench report` panel: achieved QPS against the bound's percentile latency for every serving record,
+    one line per (workload, setting); None when there are no serving records."""
+    curves: dict[str, list] = defaultdict(list)
+    loads, bounds = [], set()
     for r in records:
         if r.get("kind") != "serving" or "point" not in r:
             continue
         lg_cfg = r["config"]["serving"]["loadgen"]
-        key = (r["workload"]["name"], r["config"]["serving"]["name"])
-        pkey = f"p{lg_cfg['percentile']:g}_ms"
-        p = r["point"]
-        if pkey not in p or "completed_qps" not in p:
+        p, key = r["point"], f"p{lg_cfg['percentile']:g}_ms"
+        if key not in p or "completed_qps" not in p:
             continue
-        groups[key][r.get("setting", r.get("role", "run"))].append((p["completed_qps"], p[pkey],
-                                                                    r.get("verdict") == "VALID"))
-        meta.setdefault(key, (lg_cfg["latency_ms"], lg_cfg["percentile"], []))[2].append(r["loadavg"][0])
-    out = []
-    for key, curves in groups.items():
-        bound, pct, loads = meta[key]
-        caption = (f"each point one MLPerf LoadGen Server run (latency from its summary log); filled = VALID; "
-                   f"shared 2-core machine, load average {min(loads):.1f}–{max(loads):.1f} during the runs")
-        out.append(plot_qps_latency(curves, bound, pct, f"{key[0]} / {key[1]}: QPS vs p{pct:g}", caption,
-                                    Path(out_dir) / f"serving_{key[0]}_{key[1]}.png"))
-    return out
+        label = f"{r['workload']['name']}: {r.get('setting', r.get('role', 'run'))} (p{lg_cfg['percentile']:g})"
+        curves[label].append((p["completed_qps"], p[key], r.get("verdict") == "VALID"))
+        loads.append(r["loadavg"][0])
+        bounds.add((lg_cfg["latency_ms"], lg_cfg["percentile"]))
+    if not curves:
+        return None
+    ax = axes[0]
+    for i, (label, pts) in enumerate(sorted(curves.items())[:20]):
+        pts = sorted(pts)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", ms=3, color=f"C{i % 10}", label=label)
+    for b, _ in sorted(bounds):
+        ax.axhline(b, color="k", ls="--", lw=0.8)
+    ax.set_xlabel("completed queries/s")
+    ax.set_ylabel("latency at the bound's percentile (ms)")
+    ax.set_yscale("log")
+    ax.legend(fontsize=6)
+    return (f"each point one MLPerf LoadGen run (percentiles from its summary log); dashed: latency bounds; shared "
+            f"2-core machine, load average {min(loads):.1f}–{max(loads):.1f}")

@@ -237,7 +237,9 @@ def _validate(cfg: ServeAppConfig, spec) -> int:
             m, ref = r["measured"], r["reference"]
             line = (f"M/D/{c} rho {rho:.2f} ({r['qps']:.0f} QPS): p50 {m['p50_ms']:.2f} vs {ref['p50_ms']:.2f} ms "
                     f"({100 * r['p50_error']:+.1f}%), p99 {m['p99_ms']:.2f} vs {ref['p99_ms']:.2f} ms "
-                    f"({100 * r['p99_error']:+.1f}%) {'ok' if r['p50_ok'] and r['p99_ok'] else 'OUTSIDE 10%'}; "
+                    f"({100 * r['p99_error']:+.1f}%) {'ok' if r['p50_ok'] and r['p99_ok'] else 'OUTSIDE 10%'}; vs M/G/{c} "
+                    f"with the measured service times p50 {100 * r['p50_error_mgc']:+.1f}% p99 "
+                    f"{100 * r['p99_error_mgc']:+.1f}%; "
                     f"service p50/p99 {m['service_ms_p50']:.2f}/{m['service_ms_p99']:.2f} ms; "
                     f"loadavg {m['loadavg'][0]:.2f}")
             print(line, flush=True)

@@ -82,16 +82,16 @@ class LoadGenConfig:
 
 @dataclass
 class SearchConfig:
-    bisection_steps: int = 6
+    bisection_steps: int = 4
     """LoadGen runs per setting after the bracket is found (the budget: counted runs, no clock)"""
-    bracket_runs: int = 4
+    bracket_runs: int = 3
     """at most this many runs doubling/halving the QPS to find a VALID/INVALID bracket"""
-    max_batches: list[int] = field(default_factory=lambda: [64, 128, 256, 512])
-    splits: list[int] = field(default_factory=lambda: [0, 64, 128])
-    workers: list[int] = field(default_factory=lambda: [1, 2])
-    max_wait_ms: list[float] = field(default_factory=lambda: [0.0, 2.0])
-    static_batches: list[int] = field(default_factory=lambda: [64, 128, 256, 512])
-    max_settings: int = 8
+    max_batches: list[int] = field(default_factory=lambda: [128, 256])
+    splits: list[int] = field(default_factory=lambda: [0, 32, 64])
+    workers: list[int] = field(default_factory=lambda: [2, 1])
+    max_wait_ms: list[float] = field(default_factory=lambda: [0.0])
+    static_batches: list[int] = field(default_factory=lambda: [128, 256, 512])
+    max_settings: int = 4
     """ours: at most this many (batch, split, workers, wait) settings get a full bisection"""
 
 

@@ -64,7 +64,7 @@ sample-report: $(STAMP)
 	$(PY) -m benchmarks.report results/sample/records.jsonl --out results/sample/report
 
 lint: $(STAMP)
-	$(PY) -m ruff check embedding sharding benchmarks tests
+	$(PY) -m ruff check embedding sharding benchmarks serving tests
 
 clean:
 	rm -rf $(VENV)

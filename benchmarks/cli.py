@@ -10,6 +10,7 @@
   dlrmbench dist [overrides]               run a sharding plan across local gloo ranks (TorchRec DMP)
   dlrmbench calibrate | validate-cost | compare-plans   fit the cost model; predicted vs measured; plans side by side
   dlrmbench device-bw [--device cuda] [--out FILE]      one device's lookup and copy bandwidth (torch-native kernel)
+  dlrmbench serve [run|search|validate|overhead|whatif] [overrides]   latency-bounded QPS under MLPerf LoadGen
 """
 from __future__ import annotations
 
@@ -96,7 +97,7 @@ def _dispatch(argv: list[str]) -> int:
     modules = {"sweep": "benchmarks.sweep", "report": "benchmarks.report", "regress": "benchmarks.regress",
                "dist": "benchmarks.distributed.launch", "calibrate": "benchmarks.calibrate",
                "validate-cost": "benchmarks.validate_cost", "compare-plans": "benchmarks.compare_plans",
-               "device-bw": "benchmarks.device_bw"}
+               "device-bw": "benchmarks.device_bw", "serve": "benchmarks.serve"}
     if cmd in modules:
         import importlib
 

@@ -28,6 +28,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import EngFormatter, FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
+from serving.report import plot_serving  # noqa: E402
+
 from .errors import OneLineParser, check_output_dir  # noqa: E402
 from .nmp_bound import nmp_bound  # noqa: E402
 from .records import read_records, umask_mode  # noqa: E402
@@ -425,10 +427,32 @@ def plan_figures(records: list[dict]) -> list[Figure]:
     return [Figure("plans", "Sharding plans: cost against the bound, load per rank", fig, caption, head, rows)]
 
 
+def serving_figures(records: list[dict]) -> list[Figure]:
+    """QPS against the bound's percentile latency, one line per (workload, server setting), each point one
+    LoadGen run (serving/report.py draws it); the table lists every point."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    caption = plot_serving(records, [ax])
+    if caption is None:
+        plt.close(fig)
+        return []
+    head = ["workload", "setting", "offered QPS", "completed QPS", "p50 ms", "p99 ms", "verdict"]
+    rows = []
+    for r in records:
+        p = r.get("point") if r.get("kind") == "serving" else None
+        if not p:
+            continue
+        rows.append([r["workload"]["name"], str(r.get("setting", r.get("role", "run"))),
+                     _fmt(p.get("target_qps", float("nan"))), _fmt(p.get("completed_qps", float("nan"))),
+                     _fmt(p.get("p50_ms", float("nan"))), _fmt(p.get("p99_ms", float("nan"))),
+                     str(r.get("verdict", "?"))])
+    return [Figure("serving", "Serving: QPS against tail latency (MLPerf LoadGen)", fig, caption, head, rows)]
+
+
 BUILDERS: list[tuple[str, Callable[[list[dict]], list[Figure]]]] = [
     ("Backends on one workload and mode", backend_figures),
     ("Sweeps (throughput against pooling and skew, hit rate, NMP)", sweep_figures),
     ("Per-rank plan comparison", plan_figures),
+    ("Serving (MLPerf LoadGen)", serving_figures),
 ]
 
 

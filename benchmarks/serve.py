@@ -1,0 +1,370 @@
+"""`dlrmbench serve [run|search|validate|overhead|whatif] [overrides]`: latency-bounded serving under MLPerf LoadGen.
+
+  run       one LoadGen test of the configured server (serving=<preset> serving.loadgen.target_qps=...)
+  search    the highest QPS LoadGen calls VALID for the naive server, static batching and ours (bisection;
+            counted LoadGen runs), a QPS–p99 PNG per setting
+  validate  the fixed-service SUT against M/D/1 and M/D/c (c = 2, 4) at 30/60/85% utilisation
+  overhead  LoadGen's own cost per query (a null SUT answering at once)
+  whatif    SimPy model of the queue from measured service times: checked against measured points, then the
+            embedding stage replaced by the NMP emulator's speedup or a cache's hit rate × tier speeds
+
+Overrides are Hydra's: serving=deeprecsys_rm1 serving.loadgen.latency_ms=50 workload.max_rows=100000.
+Records go to serving.records (default results/serving/records.jsonl), LoadGen's logs beside them.
+Bad input: one line on stderr, exit 2, nothing written.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from hydra.core.config_store import ConfigStore
+from hydra.errors import HydraException
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from embedding.spec import SpecError
+from embedding.workload_config import WorkloadConfig, build_workload
+from serving.config import ServingConfig, check_serving
+
+from .compose import CONF_DIR
+from .records import append_records, environment, git_sha, metric, new_run_id
+
+__all__ = ["main", "compose_serve", "ServeAppConfig"]
+
+COMMANDS = ("run", "search", "validate", "overhead", "whatif")
+
+
+@dataclass
+class ServeAppConfig:
+    workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+    serving: ServingConfig = field(default_factory=ServingConfig)
+    records: str = "results/serving/records.jsonl"
+    """JSONL file the records are appended to; LoadGen logs go to serving.log_dir/<run id>/"""
+
+
+def _compose(overrides: list[str]) -> ServeAppConfig:
+    ConfigStore.instance().store(name="dlrmbench_serve_schema", node=ServeAppConfig)
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose(config_name="serve", overrides=overrides)
+    return OmegaConf.to_object(cfg)
+
+
+def compose_serve(overrides: list[str]) -> ServeAppConfig:
+    """Compose twice: once to read which workload the serving preset names, then with that workload (unless the
+    user chose one) and the preset's row cap (unless the user set workload.max_rows)."""
+    try:
+        first = _compose(overrides)
+        extra = []
+        if not any(o.startswith("workload=") for o in overrides):
+            name = first.serving.workload
+            if not (Path(CONF_DIR) / "workload" / f"{name}.yaml").is_file():
+                presets = sorted(p.stem for p in (Path(CONF_DIR) / "workload").glob("*.yaml"))
+                raise SpecError(f"serving.workload={name!r}: no such workload preset; choose from {presets}")
+            extra.append(f"workload={name}")
+        if first.serving.max_rows and not any(o.startswith("workload.max_rows=") for o in overrides):
+            extra.append(f"workload.max_rows={first.serving.max_rows}")
+        return _compose(extra + overrides) if extra else first
+    except (HydraException, OmegaConfBaseException) as e:
+        raise SpecError(str(e).splitlines()[0]) from None
+
+
+def serving_record(run_id: str, cfg: ServeAppConfig, spec, point: dict, role: str = "run") -> dict:
+    """One record per measured point: QPS offered and achieved, percentiles, verdict, batches, wait vs service."""
+    load = point.get("loadavg", list(os.getloadavg()))
+    how = (f"MLPerf LoadGen {cfg.serving.loadgen.scenario} scenario, one run, latencies from "
+           f"mlperf_log_summary.txt; load average {load[0]:.2f} (shared machine)")
+    metrics = [metric("qps_offered", point.get("target_qps", 0.0), "queries/s", "LoadGen target QPS"),
+               metric("qps_scheduled", point.get("scheduled_qps", float("nan")), "queries/s", how),
+               metric("qps_completed", point.get("completed_qps", point.get("samples_per_second", float("nan"))),
+                      "queries/s", how)]
+    for k, v in point.items():
+        if k.startswith("p") and k.endswith("_ms") and k[1].isdigit():
+            metrics.append(metric(f"latency_{k[:-3]}", v, "ms", how))
+    for k in ("mean_latency_ms", "service_ms_mean", "service_ms_p99", "queue_wait_ms_mean", "queue_wait_ms_p99",
+              "batch_samples_mean"):
+        if k in point:
+            metrics.append(metric(k, point[k], "ms" if k.endswith("_ms") or "_ms_" in k else "samples",
+                                  "measured in the server (perf_counter), same run"))
+    metrics = [m for m in metrics if m["value"] == m["value"]]  # drop NaN (JSON has none)
+    return {"run_id": run_id, "kind": "serving", "role": role, "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "git_sha": git_sha(), "config": OmegaConf.to_container(OmegaConf.structured(cfg)),
+            "env": environment(), "workload": {"name": spec.name, "tables": spec.num_tables,
+                                                       "row_cap": spec.row_cap,
+                                                       "capped_tables": spec.capped_tables},
+            "verdict": point.get("verdict"), "loadavg": load,
+            "point": {k: v for k, v in point.items() if isinstance(v, (int, float, str, bool, list))
+                      and v == v}, "metrics": metrics}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
+    cmd = argv.pop(0) if argv and argv[0] in COMMANDS else "run"
+    bad = [a for a in argv if "=" not in a]
+    if bad:
+        print(f"dlrmbench serve: error: {bad[0]!r} is not a command ({', '.join(COMMANDS)}) nor a key=value "
+              "override", file=sys.stderr)
+        return 2
+    try:
+        cfg = compose_serve(argv)
+        check_serving(cfg.serving)
+        spec = build_workload(cfg.workload)
+    except SpecError as e:
+        print(f"dlrmbench serve: error: {e}", file=sys.stderr)
+        return 2
+    return _COMMANDS[cmd](cfg, spec)
+
+
+def _write(cfg: ServeAppConfig, records: list[dict]) -> None:
+    append_records(cfg.records, records)
+    print(f"wrote {len(records)} record(s) to {cfg.records}")
+
+
+def _line(tag: str, p: dict) -> str:
+    la = p.get("loadavg", os.getloadavg())[0]
+    pct = " ".join(f"{k[:-3]} {p[k]:.2f}" for k in ("p50_ms", "p90_ms", "p95_ms", "p99_ms", "p99.9_ms") if k in p)
+    return (f"{tag}: offered {p.get('target_qps', 0):.1f} QPS, completed {p.get('completed_qps', float('nan')):.1f}, "
+            f"{p.get('verdict')}, ms: {pct}; batch {p.get('batch_samples_mean', 0):.0f} samples, queue wait "
+            f"{p.get('queue_wait_ms_mean', 0):.2f} ms vs service {p.get('service_ms_mean', 0):.2f} ms "
+            f"(loadavg {la:.2f})")
+
+
+def _run(cfg: ServeAppConfig, spec) -> int:
+    from serving.build import build_setup, new_server
+    from serving.loadgen import run_loadgen
+
+    run_id = new_run_id()
+    setup = build_setup(spec, cfg.serving)
+    point = run_loadgen(new_server(setup, cfg.serving.server), setup.queries, cfg.serving.loadgen,
+                        Path(cfg.serving.log_dir) / run_id)
+    print(_line(cfg.serving.name, point))
+    _write(cfg, [serving_record(run_id, cfg, spec, point)])
+    return 0
+
+
+def _search(cfg: ServeAppConfig, spec) -> int:
+    import numpy as np
+
+    from serving.build import build_setup, new_server
+    from serving.loadgen import run_loadgen
+    from serving.report import plot_qps_latency
+    from serving.search import search_all
+
+    s = cfg.serving
+    run_id = new_run_id()
+    setup = build_setup(spec, s)
+    cores = os.cpu_count() or 1
+    # starting QPS only (never the answer): one query of mean size on one worker, timed after one warm-up call
+    n = int(np.median(setup.queries.sizes))
+    setup.dlrm.run_samples(0, n)
+    t0 = time.perf_counter()
+    setup.dlrm.run_samples(0, n)
+    start = max(1.0, 0.5 / (time.perf_counter() - t0))
+    print(f"{s.name}: bound p{s.loadgen.percentile:g} ≤ {s.loadgen.latency_ms:g} ms; start {start:.1f} QPS "
+          f"(loadavg {os.getloadavg()[0]:.2f})")
+    records: list[dict] = []
+    count = [0]
+
+    def run(setting, qps: float) -> dict:
+        count[0] += 1
+        p = run_loadgen(new_server(setup, setting.server), setup.queries, s.loadgen,
+                        Path(s.log_dir) / run_id / f"{count[0]:03d}", target_qps=qps)
+        rec = serving_record(run_id, cfg, spec, p, role="search")
+        rec["setting"] = setting.label
+        rec["server_setting"] = OmegaConf.to_container(OmegaConf.structured(setting.server))
+        records.append(rec)
+        print("  " + _line(setting.label, p), flush=True)
+        return p
+
+    def log(msg):
+        print(msg, flush=True)
+
+    results = search_all(run, s.server, s.search, start, cores, log=log)
+    by_kind: dict[str, float] = {}
+    for r in results:
+        by_kind[r.setting.kind] = max(by_kind.get(r.setting.kind, 0.0), r.best_qps)
+    total = sum(r.runs for r in results)
+    best_static = max((r for r in results if r.setting.kind == "static"), key=lambda r: r.best_qps)
+    best_ours = max((r for r in results if r.setting.kind == "ours"), key=lambda r: r.best_qps, default=None)
+    la = os.getloadavg()
+    summary = {"run_id": run_id, "kind": "serving_search", "workload": spec.name, "serving": s.name,
+               "bound_ms": s.loadgen.latency_ms, "percentile": s.loadgen.percentile, "loadgen_runs": total,
+               "naive_qps": by_kind.get("naive", 0.0), "static_qps": by_kind.get("static", 0.0),
+               "static_best": best_static.setting.label, "ours_qps": max(by_kind.get("ours", 0.0),
+                                                                         by_kind.get("static", 0.0)),
+               "ours_best": best_ours.setting.label if best_ours and best_ours.best_qps > best_static.best_qps
+               else best_static.setting.label, "loadavg": list(la)}
+    print(f"{s.name}: latency-bounded QPS naive {summary['naive_qps']:.1f}, best static {summary['static_qps']:.1f} "
+          f"({summary['static_best']}), ours {summary['ours_qps']:.1f} ({summary['ours_best']}); {total} LoadGen "
+          f"runs; loadavg {la[0]:.2f}")
+    pct = f"p{s.loadgen.percentile:g}_ms"
+    curves: dict[str, list] = {}
+    for r in results:
+        if r.setting.kind == "ours" and r.best_qps <= 0:
+            continue
+        curves[r.setting.label] = [(p.get("completed_qps", 0.0), p[pct], p.get("verdict") == "VALID")
+                                   for p in r.points if pct in p]
+    loads = [rec["loadavg"][0] for rec in records]
+    png = plot_qps_latency(curves, s.loadgen.latency_ms, s.loadgen.percentile,
+                           f"{spec.name} ({s.name}): latency-bounded QPS",
+                           f"each point one LoadGen Server run (min {s.loadgen.min_duration_ms} ms, ≥ "
+                           f"{s.loadgen.min_query_count} queries); filled = VALID; shared 2-core machine, load "
+                           f"average {min(loads):.1f}–{max(loads):.1f}", Path(s.log_dir) / run_id / "qps_p99.png")
+    print(f"plot: {png}")
+    summary["plot"] = str(png)
+    _write(cfg, [*records, summary])
+    return 0
+
+
+def _validate(cfg: ServeAppConfig, spec) -> int:
+    from serving.queries import QuerySet
+    from serving.validate import validate_point
+
+    s = cfg.serving
+    run_id = new_run_id()
+    queries = QuerySet.build(s.query, s.query.pool_samples)
+    rows, records = [], []
+    for c in (1, 2, 4):
+        for rho in (0.3, 0.6, 0.85):
+            r = validate_point(s.server.fixed_ms, c, rho, queries, s.loadgen, s.loadgen.min_query_count,
+                               Path(s.log_dir) / run_id / f"md{c}_{int(rho * 100)}")
+            m, ref = r["measured"], r["reference"]
+            line = (f"M/D/{c} rho {rho:.2f} ({r['qps']:.0f} QPS): p50 {m['p50_ms']:.2f} vs {ref['p50_ms']:.2f} ms "
+                    f"({100 * r['p50_error']:+.1f}%), p99 {m['p99_ms']:.2f} vs {ref['p99_ms']:.2f} ms "
+                    f"({100 * r['p99_error']:+.1f}%) {'ok' if r['p50_ok'] and r['p99_ok'] else 'OUTSIDE 10%'}; vs M/G/{c} "
+                    f"with the measured service times p50 {100 * r['p50_error_mgc']:+.1f}% p99 "
+                    f"{100 * r['p99_error_mgc']:+.1f}%; "
+                    f"service p50/p99 {m['service_ms_p50']:.2f}/{m['service_ms_p99']:.2f} ms; "
+                    f"loadavg {m['loadavg'][0]:.2f}")
+            print(line, flush=True)
+            rows.append(line)
+            rec = serving_record(run_id, cfg, spec, m, role="validate")
+            rec.update(setting=f"M/D/{c}", validation={k: v for k, v in r.items() if k != "measured"})
+            records.append(rec)
+    _write(cfg, records)
+    return 0
+
+
+def _overhead(cfg: ServeAppConfig, spec) -> int:
+    from serving.queries import QuerySet
+    from serving.validate import null_sut_overhead
+
+    s = cfg.serving
+    run_id = new_run_id()
+    queries = QuerySet.build(s.query, s.query.pool_samples)
+    p = null_sut_overhead(queries, s.loadgen, s.loadgen.target_qps, max(s.loadgen.min_query_count, 1000),
+                          Path(s.log_dir) / run_id / "null_sut")
+    print(f"null SUT at {p['target_qps']:.0f} QPS: LoadGen latency p50 {1e3 * p['p50_ms']:.1f} us, "
+          f"p99 {1e3 * p['p99_ms']:.1f} us, mean {1e3 * p['mean_latency_ms']:.1f} us (loadavg {p['loadavg'][0]:.2f})")
+    rec = serving_record(run_id, cfg, spec, p, role="overhead")
+    rec["setting"] = "null SUT"
+    _write(cfg, [rec])
+    return 0
+
+
+def _median_time(fn, repeats: int = 5) -> float:
+    fn()
+    ts = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return float(sorted(ts)[len(ts) // 2])
+
+
+def _nmp_speedup(spec, pool, n: int) -> tuple[float, str]:
+    """RecNMP-opt (conf/nmp/recnmp_opt.yaml, fast fidelity) speedup of the embedding lookups over the host
+    baseline on two batches of n served samples."""
+    from embedding.nmp import NmpConfig, run_nmp
+
+    yaml = OmegaConf.load(Path(CONF_DIR) / "nmp" / "recnmp_opt.yaml")
+    ncfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(NmpConfig), yaml, {"fidelity": "fast"}))
+    batches = [pool.gather([(0, n)]), pool.gather([(n, n)])]
+    m = next(x for x in run_nmp(ncfg, spec, batches) if x["name"] == "nmp.speedup_over_host")
+    return m["value"], "RecNMP-opt emulation (conf/nmp/recnmp_opt.yaml, fidelity fast), " + m["method"]
+
+
+def _whatif(cfg: ServeAppConfig, spec) -> int:
+    import numpy as np
+
+    from serving.build import build_setup, new_server
+    from serving.desim import ServiceModel, bounded_qps, simulate
+    from serving.loadgen import run_loadgen
+
+    s = cfg.serving
+    run_id = new_run_id()
+    setup = build_setup(spec, s)
+    dl = setup.dlrm
+    n_mean = int(np.median(setup.queries.sizes))
+    one = _median_time(lambda: dl.run_samples(0, n_mean), 3)
+    capacity = s.server.workers / one
+    pct = f"p{s.loadgen.percentile:g}_ms"
+    print(f"{s.name}: one median query ({n_mean} samples) {1e3 * one:.1f} ms alone → loads at 30/50/70% of "
+          f"{capacity:.1f} QPS (loadavg {os.getloadavg()[0]:.2f})", flush=True)
+    pairs_n, pairs_t, measured, records = [], [], [], []
+    for k, frac in enumerate((0.3, 0.5, 0.7)):
+        server = new_server(setup, s.server)
+        p = run_loadgen(server, setup.queries, s.loadgen, Path(s.log_dir) / run_id / f"load{k}",
+                        target_qps=frac * capacity)
+        pairs_n += server.stats.batch_samples
+        pairs_t += server.stats.service_s
+        measured.append(p)
+        rec = serving_record(run_id, cfg, spec, p, role="whatif-measured")
+        rec["setting"] = "measured"
+        records.append(rec)
+        print("  " + _line(f"measured {int(frac * 100)}%", p), flush=True)
+    model = ServiceModel.fit(np.array(pairs_n), np.array(pairs_t))
+    print(f"service model: {1e3 * model.a:.2f} ms + {1e6 * model.b:.1f} us/sample, spread from "
+          f"{model.ratios.size} measured batches (ratio p10/p90 {np.percentile(model.ratios, 10):.2f}/"
+          f"{np.percentile(model.ratios, 90):.2f})")
+    errors = []
+    for p in measured:
+        sim = simulate(s.server, p["scheduled_qps"], setup.queries.sizes, model, percentiles=(50, 99))
+        err = sim["p99_ms"] / p["p99_ms"] - 1
+        errors.append(err)
+        print(f"  model vs measured at {p['scheduled_qps']:.1f} QPS: p99 {sim['p99_ms']:.1f} vs {p['p99_ms']:.1f} ms "
+              f"({100 * err:+.1f}%), p50 {sim['p50_ms']:.1f} vs {p['p50_ms']:.1f} ms", flush=True)
+    trusted = all(abs(e) <= 0.15 for e in errors)
+    print(f"model {'TRUSTED' if trusted else 'NOT trusted'}: |p99 error| ≤ 15% at all three loads: "
+          f"{[round(100 * e, 1) for e in errors]}")
+    grid = [n for n in (16, 32, 64, 128, 256, 512) if n <= setup.pool.samples // 2]
+    share = []
+    for n in grid:
+        whole = _median_time(lambda n=n: dl.run_samples(0, n))
+        emb = _median_time(lambda n=n: dl.run_sparse(0, n))
+        share.append(min(1.0, emb / whole))
+    print("embedding share of a batch's service time (median of 5, one worker): "
+          + ", ".join(f"{n}: {100 * e:.0f}%" for n, e in zip(grid, share, strict=True))
+          + f" (loadavg {os.getloadavg()[0]:.2f})")
+    model.embedding_share = lambda n: float(np.interp(n, grid, share))
+    speedup, how = _nmp_speedup(setup.spec, setup.pool, min(128, setup.pool.samples // 2))
+    base_q = bounded_qps(s.server, setup.queries.sizes, model, s.loadgen.latency_ms, s.loadgen.percentile,
+                         max(1.0, 0.5 * capacity))
+    model.embedding_speedup = speedup
+    nmp_q = bounded_qps(s.server, setup.queries.sizes, model, s.loadgen.latency_ms, s.loadgen.percentile,
+                        max(1.0, 0.5 * capacity))
+    print(f"what-if (model{'' if trusted else ', NOT trusted'}): latency-bounded QPS at p{s.loadgen.percentile:g} ≤ "
+          f"{s.loadgen.latency_ms:g} ms: measured-service model {base_q:.1f}; embeddings on RecNMP (lookup speedup "
+          f"{speedup:.2f}x, emulated) {nmp_q:.1f} ({nmp_q / base_q if base_q else float('nan'):.2f}x). Emulated: only "
+          "the embedding share of service time; queueing simulated; the rest measured.")
+    summary = {"run_id": run_id, "kind": "serving_whatif", "workload": spec.name, "serving": s.name,
+               "model": {"a_s": model.a, "b_s_per_sample": model.b, "batches": int(model.ratios.size)},
+               "p99_errors": errors, "trusted": trusted, "embedding_share": dict(zip(grid, share, strict=True)),
+               "nmp_speedup": speedup, "nmp_method": how, "bounded_qps_model": base_q, "bounded_qps_nmp": nmp_q,
+               "bound_ms": s.loadgen.latency_ms, "percentile": s.loadgen.percentile, "loadavg": list(os.getloadavg())}
+    _write(cfg, [*records, summary])
+    del pct
+    return 0
+
+
+_COMMANDS = {"run": _run, "search": _search, "validate": _validate, "overhead": _overhead, "whatif": _whatif}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

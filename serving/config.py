@@ -1,0 +1,151 @@
+"""The `serving` config group (Hydra structured config) and its checks.
+
+Every check runs before anything is measured; a failing one raises `ServingError` whose message names the bad value
+and what is allowed (the CLI prints it as one line and exits 2).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from embedding.spec import SpecError
+
+__all__ = ["QueryConfig", "ServerConfig", "LoadGenConfig", "SearchConfig", "ServingConfig", "ServingError",
+           "check_serving", "SCENARIOS", "SIZE_KINDS"]
+
+SCENARIOS = ("Server", "Offline", "SingleStream")
+SIZE_KINDS = ("fixed", "uniform", "lognormal", "mlperf")
+WORKER_KINDS = ("thread",)
+
+
+class ServingError(SpecError):
+    """A serving setting that cannot run; the message names the value and what is allowed."""
+
+
+@dataclass
+class QueryConfig:
+    """How many samples (user–item pairs) one query carries."""
+
+    size: str = "fixed"
+    """fixed | uniform | lognormal (DeepRecSys, heavy tail) | mlperf (MLPerf DLRM's aggregation quantiles)"""
+    mean: float = 64
+    """fixed: the size; lognormal: mu of the underlying normal is log(mean) - sigma²/2, so E[size] = mean"""
+    low: int = 1
+    high: int = 1024
+    """uniform: [low, high]; lognormal: sizes are clipped to [1, high] (DeepRecSys clips at max_mini_batch_size)"""
+    sigma: float = 1.0
+    """lognormal: sigma of the underlying normal"""
+    count: int = 1024
+    """distinct queries LoadGen may draw from (its sample library)"""
+    pool_samples: int = 4096
+    """generated samples the queries are cut from (sparse features from the workload generator)"""
+    seed: int = 0
+
+
+@dataclass
+class ServerConfig:
+    """The system under test: queue → batcher → workers."""
+
+    workers: int = 1
+    """inference workers (threads; torch ops release the GIL)"""
+    intra_threads: int = 1
+    """torch intra-op threads per worker (workers × intra_threads ≤ cores avoids oversubscription)"""
+    max_batch: int = 256
+    """samples per batch the batcher forms (0 = one query per batch, however large: the naive server)"""
+    max_wait_ms: float = 0.0
+    """longest a batch waits for more work after its first piece arrived; < 0 = wait until full (static batching)"""
+    split: int = 0
+    """queries above this many samples are cut into pieces of at most this size (0 = never split)"""
+    worker_kind: str = "thread"
+    service: str = "dlrm"
+    """dlrm (the project's DLRM inference) | fixed (validation only: a timed wait of `fixed_ms` per query)"""
+    fixed_ms: float = 5.0
+    backend: str = "torch"
+    """lookup backend for the DLRM: torch | fbgemm | torchrec"""
+
+
+@dataclass
+class LoadGenConfig:
+    scenario: str = "Server"
+    """Server | Offline | SingleStream"""
+    target_qps: float = 100.0
+    latency_ms: float = 30.0
+    """the latency bound (Server)"""
+    percentile: float = 99.0
+    """the bound's percentile, in (0, 100)"""
+    min_duration_ms: int = 3000
+    min_query_count: int = 64
+    max_duration_ms: int = 0
+    """0 = LoadGen's default"""
+    seed: int = 0
+    """LoadGen's schedule and sample-index seeds"""
+
+
+@dataclass
+class SearchConfig:
+    bisection_steps: int = 4
+    """LoadGen runs per setting after the bracket is found (the budget: counted runs, no clock)"""
+    bracket_runs: int = 3
+    """at most this many runs doubling/halving the QPS to find a VALID/INVALID bracket"""
+    max_batches: list[int] = field(default_factory=lambda: [128, 256])
+    splits: list[int] = field(default_factory=lambda: [0, 32, 64])
+    workers: list[int] = field(default_factory=lambda: [2, 1])
+    max_wait_ms: list[float] = field(default_factory=lambda: [0.0])
+    static_batches: list[int] = field(default_factory=lambda: [128, 256, 512])
+    max_settings: int = 4
+    """ours: at most this many (batch, split, workers, wait) settings get a full bisection"""
+
+
+@dataclass
+class ServingConfig:
+    name: str = "serving"
+    workload: str = "smoke"
+    """the conf/workload preset the server runs (a `workload=...` override wins)"""
+    max_rows: int = 0
+    """row cap applied to that workload (0 = the workload's own `max_rows`): the scale knob that makes RM1–RM3 fit"""
+    query: QueryConfig = field(default_factory=QueryConfig)
+    server: ServerConfig = field(default_factory=ServerConfig)
+    loadgen: LoadGenConfig = field(default_factory=LoadGenConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
+    log_dir: str = "results/serving"
+    """LoadGen's summary and detail logs go under here, one folder per run"""
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise ServingError(message)
+
+
+def check_serving(cfg: ServingConfig, cores: int | None = None) -> None:
+    """Validate every serving knob (raises ServingError naming the first bad one)."""
+    q, s, lg = cfg.query, cfg.server, cfg.loadgen
+    _require(lg.scenario in SCENARIOS, f"serving.loadgen.scenario={lg.scenario!r}: must be one of {list(SCENARIOS)}")
+    _require(lg.target_qps > 0, f"serving.loadgen.target_qps={lg.target_qps}: must be > 0")
+    _require(lg.latency_ms > 0, f"serving.loadgen.latency_ms={lg.latency_ms}: the latency bound must be > 0")
+    _require(0 < lg.percentile < 100, f"serving.loadgen.percentile={lg.percentile}: must lie in (0, 100)")
+    _require(lg.min_duration_ms >= 0, f"serving.loadgen.min_duration_ms={lg.min_duration_ms}: must be ≥ 0")
+    _require(lg.min_query_count >= 1, f"serving.loadgen.min_query_count={lg.min_query_count}: must be ≥ 1")
+    _require(q.size in SIZE_KINDS, f"serving.query.size={q.size!r}: must be one of {list(SIZE_KINDS)}")
+    _require(q.mean >= 1, f"serving.query.mean={q.mean}: must be ≥ 1")
+    _require(1 <= q.low <= q.high, f"serving.query low={q.low} high={q.high}: need 1 ≤ low ≤ high")
+    _require(q.sigma > 0, f"serving.query.sigma={q.sigma}: must be > 0")
+    _require(q.count >= 1, f"serving.query.count={q.count}: must be ≥ 1")
+    largest = {"fixed": int(q.mean), "uniform": q.high, "lognormal": q.high, "mlperf": 700}[q.size]
+    _require(q.pool_samples >= largest,
+             f"serving.query.pool_samples={q.pool_samples}: must be ≥ the largest {q.size} query ({largest})")
+    _require(s.workers >= 1, f"serving.server.workers={s.workers}: must be ≥ 1")
+    _require(s.intra_threads >= 1, f"serving.server.intra_threads={s.intra_threads}: must be ≥ 1")
+    _require(s.max_batch >= 0, f"serving.server.max_batch={s.max_batch}: must be ≥ 0 (0 = one query per batch)")
+    _require(s.split >= 0, f"serving.server.split={s.split}: must be ≥ 0 (0 = never split)")
+    _require(s.worker_kind in WORKER_KINDS, f"serving.server.worker_kind={s.worker_kind!r}: must be one of "
+             f"{list(WORKER_KINDS)}")
+    _require(s.service in ("dlrm", "fixed"), f"serving.server.service={s.service!r}: must be dlrm or fixed")
+    _require(s.fixed_ms > 0, f"serving.server.fixed_ms={s.fixed_ms}: must be > 0")
+    _require(s.max_wait_ms < 0 or s.max_batch > 0 or s.max_wait_ms == 0,
+             "serving.server.max_wait_ms needs max_batch > 0 (batches of one query never wait)")
+    sc = cfg.search
+    _require(sc.bisection_steps >= 1, f"serving.search.bisection_steps={sc.bisection_steps}: must be ≥ 1")
+    _require(sc.bracket_runs >= 1, f"serving.search.bracket_runs={sc.bracket_runs}: must be ≥ 1")
+    for name in ("max_batches", "static_batches", "workers"):
+        vals = getattr(sc, name)
+        _require(len(vals) > 0 and all(v >= 1 for v in vals), f"serving.search.{name}={list(vals)}: need values ≥ 1")
+    _require(all(v >= 0 for v in sc.splits), f"serving.search.splits={list(sc.splits)}: need values ≥ 0")

@@ -1,0 +1,137 @@
+"""The operating-point search: the highest target QPS at which LoadGen calls a server setting VALID.
+
+Budgets, not clocks: each setting costs a counted number of LoadGen runs. `bisect_qps` brackets the boundary by
+doubling or halving from a start (at most `bracket_runs` runs), then bisects it `steps` times; the answer is the
+highest VALID QPS seen. Three servers are compared at the same bound:
+- naive: one query at a time (one worker, all cores' intra-op threads, no batching, no splitting);
+- static: batches of up to B samples from whatever is queued (the MLPerf reference server's batching), one worker,
+  no splitting; the best B of a list;
+- ours: workers × split size × max batch × max wait (DeepRecSched's knobs). Each candidate is first tried once
+  just above the best QPS found so far; only candidates VALID there get a bisection (at most `max_settings`).
+"""
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from .config import SearchConfig, ServerConfig
+
+__all__ = ["Setting", "SearchResult", "bisect_qps", "naive_setting", "static_settings", "our_candidates",
+           "search_all"]
+
+RunFn = Callable[["Setting", float], dict]
+
+
+@dataclass
+class Setting:
+    label: str
+    kind: str  # naive | static | ours
+    server: ServerConfig
+
+
+@dataclass
+class SearchResult:
+    setting: Setting
+    best_qps: float = 0.0
+    best_point: dict | None = None
+    points: list[dict] = field(default_factory=list)
+
+    @property
+    def runs(self) -> int:
+        return len(self.points)
+
+
+def _valid(p: dict) -> bool:
+    return p.get("verdict") == "VALID"
+
+
+def bisect_qps(run: Callable[[float], dict], start: float, steps: int, bracket_runs: int,
+               result: SearchResult, lo: float = 0.0) -> SearchResult:
+    """Bracket then bisect the VALID/INVALID boundary in target QPS; every run is kept in result.points."""
+    def probe(q: float) -> bool:
+        p = run(q)
+        result.points.append(p)
+        ok = _valid(p)
+        if ok and q > result.best_qps:
+            result.best_qps, result.best_point = q, p
+        return ok
+
+    hi = None
+    q = start
+    for _ in range(bracket_runs):
+        if probe(q):
+            lo = q
+            q *= 2
+        else:
+            hi = q
+            if lo > 0:
+                break
+            q /= 2
+        if hi is not None and lo > 0:
+            break
+    if hi is None or lo <= 0:
+        return result
+    for _ in range(steps):
+        mid = (lo + hi) / 2
+        if probe(mid):
+            lo = mid
+        else:
+            hi = mid
+    return result
+
+
+def naive_setting(base: ServerConfig, cores: int) -> Setting:
+    return Setting("naive", "naive", replace(base, workers=1, intra_threads=cores, max_batch=0, split=0,
+                                             max_wait_ms=0.0))
+
+
+def static_settings(base: ServerConfig, cfg: SearchConfig, cores: int) -> list[Setting]:
+    return [Setting(f"static B={b}", "static", replace(base, workers=1, intra_threads=cores, max_batch=b,
+                                                        split=0, max_wait_ms=0.0)) for b in cfg.static_batches]
+
+
+def our_candidates(base: ServerConfig, cfg: SearchConfig, cores: int) -> list[Setting]:
+    out = []
+    for w, s, b, wait in itertools.product(cfg.workers, cfg.splits, cfg.max_batches, cfg.max_wait_ms):
+        if s and s > b:
+            continue
+        threads = max(1, cores // w)
+        out.append(Setting(f"ours w={w} split={s} B={b} wait={wait:g}", "ours",
+                           replace(base, workers=w, intra_threads=threads, max_batch=b, split=s, max_wait_ms=wait)))
+    return out
+
+
+def search_all(run: RunFn, base: ServerConfig, cfg: SearchConfig, start_qps: float, cores: int,
+               log: Callable[[str], None] = print) -> list[SearchResult]:
+    """Naive, every static B, then our candidates; returns one SearchResult per setting tried."""
+    results: list[SearchResult] = []
+    naive = naive_setting(base, cores)
+    r = bisect_qps(lambda q: run(naive, q), start_qps, cfg.bisection_steps, cfg.bracket_runs,
+                   SearchResult(naive))
+    results.append(r)
+    log(f"{naive.label}: {r.best_qps:.1f} QPS ({r.runs} LoadGen runs)")
+    best = max(r.best_qps, start_qps / 4)
+    for st in static_settings(base, cfg, cores):
+        r = bisect_qps(lambda q, st=st: run(st, q), max(best, start_qps), cfg.bisection_steps,
+                       cfg.bracket_runs, SearchResult(st))
+        results.append(r)
+        log(f"{st.label}: {r.best_qps:.1f} QPS ({r.runs} LoadGen runs)")
+        best = max(best, r.best_qps)
+    bisected = 0
+    for st in our_candidates(base, cfg, cores):
+        if bisected >= cfg.max_settings:
+            break
+        r = SearchResult(st)
+        q = best * 1.15
+        p = run(st, q)
+        r.points.append(p)
+        if _valid(p):
+            r.best_qps, r.best_point = q, p
+            bisected += 1
+            r = bisect_qps(lambda q, st=st: run(st, q), q * 1.5, cfg.bisection_steps, cfg.bracket_runs, r,
+                           lo=q)
+            best = max(best, r.best_qps)
+        results.append(r)
+        log(f"{st.label}: {r.best_qps:.1f} QPS ({r.runs} LoadGen runs)")
+    return results

@@ -1,0 +1,251 @@
+"""Serving: query sizes, splitting and batching, the server's bookkeeping, the M/D/c reference, the bisection, short
+LoadGen runs and the CLI's bad input. LoadGen runs here carry well under a second of traffic; nothing is timed."""
+from __future__ import annotations
+
+import subprocess
+import threading
+from collections import deque
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from embedding.generate import WorkloadGenerator
+from embedding.spec import AccessSpec, PoolingSpec, TableSpec, WorkloadSpec
+from serving.config import (
+    LoadGenConfig,
+    QueryConfig,
+    SearchConfig,
+    ServerConfig,
+    ServingConfig,
+    ServingError,
+    check_serving,
+)
+from serving.queries import MLPERF_DLRM_QUANTILES, QuerySet, SamplePool, query_sizes
+from serving.search import SearchResult, Setting, bisect_qps
+from serving.server import Piece, Request, Server, form_batch, split_query
+from serving.services import FixedService
+from serving.theory import md1_mean_sojourn, simulate_mdc
+
+
+def _spec() -> WorkloadSpec:
+    tables = tuple(TableSpec(f"t{i}", 5000, 16, pooling=PoolingSpec("uniform", low=1, high=6),
+                             access=AccessSpec("zipf", 1.05)) for i in range(3))
+    return WorkloadSpec("tiny", tables, batch_size=8)
+
+
+# --- queries -------------------------------------------------------------------------------------------------------
+
+def test_query_size_rules_stay_in_their_ranges():
+    rng = np.random.default_rng(0)
+    assert set(query_sizes(QueryConfig(size="fixed", mean=7), 50, rng)) == {7}
+    u = query_sizes(QueryConfig(size="uniform", low=3, high=9), 2000, rng)
+    assert u.min() == 3 and u.max() == 9
+    ln = query_sizes(QueryConfig(size="lognormal", mean=100, sigma=1.0, high=1024), 20000, rng)
+    assert ln.min() >= 1 and ln.max() <= 1024 and 85 < ln.mean() < 105  # clipping pulls the mean a little down
+    m = query_sizes(QueryConfig(size="mlperf"), 20000, rng)
+    assert set(np.unique(m)) <= set(MLPERF_DLRM_QUANTILES.tolist()) and abs(m.mean() - 270) < 10
+
+
+def test_queries_fit_inside_the_sample_pool():
+    qs = QuerySet.build(QueryConfig(size="lognormal", mean=50, high=300, count=500), 300)
+    assert (qs.starts >= 0).all() and (qs.starts + qs.sizes <= 300).all()
+
+
+def test_pool_gather_returns_exactly_the_pieces_samples():
+    spec = _spec()
+    pool = SamplePool(spec, 40)
+    full = WorkloadGenerator(replace(spec, batch_size=40, num_batches=1)).batch(0)
+    got = pool.gather([(5, 3), (20, 4)])
+    cols = [5, 6, 7, 20, 21, 22, 23]
+    assert np.array_equal(got.lengths, full.lengths[:, cols])
+    for t in range(spec.num_tables):
+        want = np.concatenate([full.indices[full.offsets[t * 40 + b]:full.offsets[t * 40 + b + 1]] for b in cols])
+        assert np.array_equal(got.table_indices(t), want)
+    assert np.array_equal(got.dense, full.dense[cols])
+
+
+# --- splitting, batching, server -------------------------------------------------------------------------------------
+
+def test_split_query_covers_each_sample_once_in_pieces_of_at_most_split():
+    for size, split in [(1, 0), (10, 0), (10, 3), (9, 3), (200, 64), (5, 64)]:
+        parts = split_query(size, split)
+        covered = np.concatenate([np.arange(o, o + n) for o, n in parts])
+        assert np.array_equal(covered, np.arange(size))
+        assert split == 0 or all(n <= split for _, n in parts)
+
+
+def _pieces(sizes):
+    return deque(Piece(Request(i, i, n, 0), 0, n) for i, n in enumerate(sizes))
+
+
+def test_form_batch_fills_up_to_max_batch_in_arrival_order():
+    q = _pieces([10, 20, 30, 5])
+    assert [p.n for p in form_batch(q, 60)] == [10, 20, 30]
+    assert [p.n for p in q] == [5]
+
+
+def test_form_batch_sends_an_oversized_piece_alone_and_max_batch_zero_takes_one():
+    q = _pieces([500, 10, 10])
+    assert [p.n for p in form_batch(q, 64)] == [500]
+    assert [p.n for p in form_batch(q, 0)] == [10]
+
+
+def test_server_completes_each_query_once_after_all_its_pieces():
+    done, seen = [], []
+    lock = threading.Lock()
+
+    def service(pieces):
+        with lock:
+            seen.extend((p.request.query, p.offset, p.n) for p in pieces)
+
+    def complete(r):
+        with lock:
+            done.append(r.query)
+
+    server = Server(ServerConfig(workers=2, max_batch=16, split=5, max_wait_ms=0.5), service, complete).start()
+    sizes = [1, 7, 16, 40, 3]
+    server.submit([Request(i, i, n, 0) for i, n in enumerate(sizes)])
+    server.flush()
+    while True:
+        with lock:
+            if len(done) == len(sizes):
+                break
+    server.stop()
+    assert sorted(done) == list(range(len(sizes)))
+    for q, n in enumerate(sizes):
+        covered = sorted(o + k for qq, o, m in seen if qq == q for k in range(m))
+        assert covered == list(range(n))
+    s = server.stats.summary()
+    assert s["batch_samples_max"] <= 16 and s["batches"] == len(server.stats.service_s)
+
+
+def test_static_batching_waits_for_a_full_batch_until_flushed():
+    done = []
+    server = Server(ServerConfig(workers=1, max_batch=8, max_wait_ms=-1), lambda p: None,
+                    lambda r: done.append(r.query)).start()
+    server.submit([Request(i, i, 2, 0) for i in range(5)])  # 10 samples: one full batch of 8, then 2 left waiting
+    server.flush()
+    server.stop()
+    assert sorted(done) == list(range(5))
+    assert sorted(server.stats.batch_samples) == [2, 8]
+
+
+# --- queueing reference -----------------------------------------------------------------------------------------------
+
+def test_md1_simulation_mean_matches_pollaczek_khinchine():
+    lam, s = 120.0, 0.005  # rho 0.6
+    sim = simulate_mdc(lam, s, 1, customers=400_000, seed=1)
+    assert sim.mean() == pytest.approx(md1_mean_sojourn(lam, s), rel=0.02)
+    assert sim.min() >= s - 1e-12
+
+
+def test_mdc_with_one_server_is_lindleys_recursion():
+    lam, s = 150.0, 0.005
+    sim = simulate_mdc(lam, s, 1, customers=2000, seed=3, warmup=0)
+    gaps = np.random.default_rng(3).exponential(1 / lam, size=2000)
+    w, out = 0.0, []
+    for i, g in enumerate(gaps):
+        w = 0.0 if i == 0 else max(0.0, w + s - g)
+        out.append(w + s)
+    assert np.allclose(sim, out)
+
+
+def test_more_servers_at_equal_utilisation_wait_less():
+    s = 0.005
+    p99 = [np.percentile(simulate_mdc(0.6 * c / s, s, c, customers=200_000), 99) for c in (1, 2, 4)]
+    assert p99[0] > p99[1] > p99[2] >= s
+
+
+# --- search ------------------------------------------------------------------------------------------------------------
+
+def test_bisection_finds_the_boundary_of_a_monotone_verdict_and_counts_runs():
+    boundary = 37.0
+    result = bisect_qps(lambda q: {"verdict": "VALID" if q <= boundary else "INVALID"}, 10.0, steps=6,
+                        bracket_runs=4, result=SearchResult(Setting("x", "ours", ServerConfig())))
+    # bracket 10 → 20 → 40 (3 runs), then 6 halvings of [20, 40]: within 20/64 of the boundary, below it
+    assert result.runs == 9
+    assert boundary - 20 / 64 <= result.best_qps <= boundary
+
+
+def test_bisection_reports_zero_when_nothing_is_valid():
+    r = bisect_qps(lambda q: {"verdict": "INVALID"}, 8.0, 3, 3, SearchResult(Setting("x", "naive", ServerConfig())))
+    assert r.best_qps == 0 and r.runs == 3
+
+
+# --- LoadGen -----------------------------------------------------------------------------------------------------------
+
+def test_short_loadgen_run_answers_every_query_and_keeps_its_logs(tmp_path):
+    from serving.loadgen import run_loadgen
+
+    qs = QuerySet.build(QueryConfig(size="fixed", mean=4, count=32, pool_samples=64), 64)
+    cfg = LoadGenConfig(target_qps=200, latency_ms=50, percentile=90, min_duration_ms=200, min_query_count=20)
+    server = Server(ServerConfig(workers=2, max_batch=0, service="fixed", fixed_ms=1.0), FixedService(1.0))
+    p = run_loadgen(server, qs, cfg, tmp_path)
+    assert p["verdict"] in ("VALID", "INVALID")
+    assert p["p50_ms"] >= 1.0 and p["p99_ms"] >= p["p50_ms"]
+    assert (tmp_path / "mlperf_log_summary.txt").is_file() and (tmp_path / "mlperf_log_detail.txt").is_file()
+    assert p["batches"] >= 20 and p["batch_samples_mean"] == 4
+
+
+def test_parse_summary_reads_verdict_and_percentiles():
+    from serving.loadgen import parse_summary
+
+    text = ("Result is : VALID\nCompleted samples per second    : 57.94\nScheduled samples per second : 58.08\n"
+            "Mean latency (ns)               : 7257039\n50.00 percentile latency (ns)   : 5614119\n"
+            "99.90 percentile latency (ns)   : 20219956\n")
+    p = parse_summary(text)
+    assert p["verdict"] == "VALID" and p["completed_qps"] == 57.94 and p["scheduled_qps"] == 58.08
+    assert p["p50_ms"] == pytest.approx(5.614119) and p["p99.9_ms"] == pytest.approx(20.219956)
+
+
+# --- config checks and CLI ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("field,value,needle", [("latency_ms", 0.0, "latency bound"), ("target_qps", -1.0, "target_qps"),
+                                                ("percentile", 100.0, "(0, 100)"), ("percentile", 0.0, "(0, 100)")])
+def test_check_serving_names_the_bad_loadgen_value(field, value, needle):
+    cfg = ServingConfig()
+    setattr(cfg.loadgen, field, value)
+    with pytest.raises(ServingError, match=needle.replace("(", r"\(").replace(")", r"\)")):
+        check_serving(cfg)
+
+
+def test_check_serving_accepts_the_defaults():
+    check_serving(ServingConfig(search=SearchConfig()))
+
+
+def _cli(args, cwd, monkeypatch, capsys):
+    """`dlrmbench serve ARGS` in this process (the console script's own entry), from `cwd`."""
+    from benchmarks.cli import main
+
+    monkeypatch.chdir(cwd)
+    rc = main(["serve", *args])
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(args, rc, out.out, out.err)
+
+
+@pytest.mark.parametrize("arg", ["serving.loadgen.latency_ms=0", "serving.loadgen.target_qps=0",
+                                 "serving.loadgen.percentile=100", "serving.loadgen.percentile=-5",
+                                 "serving.workload=no_such_workload", "serving.server.workers=0"])
+def test_cli_bad_input_one_line_exit_2_nothing_written(arg, tmp_path, monkeypatch, capsys):
+    r = _cli([arg, f"records={tmp_path / 'r.jsonl'}"], tmp_path, monkeypatch, capsys)
+    assert r.returncode == 2
+    assert len(r.stderr.strip().splitlines()) == 1 and "error" in r.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_run_writes_a_record_with_verdict_percentiles_and_loadgen_logs(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "r.jsonl"
+    r = _cli(["run", "serving.loadgen.min_duration_ms=300", "serving.loadgen.min_query_count=10",
+              "serving.loadgen.target_qps=30", "serving.query.count=64", "serving.query.pool_samples=256",
+              f"records={out}"], tmp_path, monkeypatch, capsys)
+    assert r.returncode == 0, r.stderr[-2000:]
+    import json
+
+    rec = json.loads(out.read_text().splitlines()[0])
+    assert rec["kind"] == "serving" and rec["verdict"] in ("VALID", "INVALID")
+    names = {m["name"] for m in rec["metrics"]}
+    assert {"qps_offered", "latency_p50", "latency_p99", "queue_wait_ms_mean", "service_ms_mean"} <= names
+    assert Path(rec["point"]["log_dir"], "mlperf_log_summary.txt").is_file() or \
+        (tmp_path / rec["point"]["log_dir"] / "mlperf_log_summary.txt").is_file()

@@ -29,7 +29,7 @@ from sharding.learned_cost import (
     rank_features,
 )
 
-__all__ = ["export_trees", "fit_trees", "step_table", "lookup_table", "train", "evaluate_split", "LOOKUP_FEATURES",
+__all__ = ["case_model", "export_trees", "fit_trees", "step_table", "lookup_table", "train", "evaluate_split", "LOOKUP_FEATURES",
            "HOLDOUT_EVERY", "read_records"]
 
 HOLDOUT_EVERY = 5
@@ -72,7 +72,7 @@ def fit_trees(x: np.ndarray, y: np.ndarray, names: tuple[str, ...]) -> tuple[dic
     return export_trees(model, x), dict(sorted(imp.items(), key=lambda kv: -kv[1]))
 
 
-def _case(rec: dict[str, Any], hardware: str) -> tuple[Any, Any, LookupModel]:
+def case_model(rec: dict[str, Any], hardware: str) -> tuple[Any, Any, LookupModel]:
     """(cost model, plan, lookup fit) of a step record on `hardware`."""
     from dataclasses import replace
 
@@ -94,7 +94,7 @@ def step_table(records: list[dict[str, Any]], hardware: str) -> dict[str, Any]:
     for rec in records:
         if rec.get("kind") != "step" or not rec.get("plan") or not rec.get("step_s"):
             continue
-        cost, plan, lm = _case(rec, hardware)
+        cost, plan, lm = case_model(rec, hardware)
         step = cost.plan_cost(plan)
         f = plan_features(cost, plan, lm)
         xs.append([f[k] for k in STEP_FEATURES])

@@ -12,7 +12,7 @@ import pytest
 from benchmarks.perfmodel import collect
 from benchmarks.perfmodel.cases import build_plan, family
 from benchmarks.perfmodel.cli import main as perfmodel_main
-from benchmarks.perfmodel.train import _case, export_trees, read_records, train
+from benchmarks.perfmodel.train import case_model, export_trees, read_records, train
 from sharding.learned_cost import (
     STEP_FEATURES,
     LearnedCostModel,
@@ -47,7 +47,7 @@ def _synthetic_records(n_families: int) -> list[dict]:
             rec = {"key": f"step/{seed}/{plan}/w2", "kind": "step", "family": seed, "plan_name": plan, "world": 2,
                    "overrides": family(seed), "plan": build_plan(plan, family(seed), 2), "hardware": HW,
                    "loadavg": [0.5, 0.5, 0.5], "machine": {"cpu_model": "test"}, "git_sha": "abc"}
-            cost, p, _ = _case(rec, HW)
+            cost, p, _ = case_model(rec, HW)
             factor = 1.5 if plan == "one_rank" else 0.8
             rec["step_s"] = cost.plan_cost(p) * factor
             rec["rank_s"] = [r.elapsed * factor for r in cost.breakdown(p)]

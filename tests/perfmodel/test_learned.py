@@ -136,3 +136,20 @@ def test_bad_input_is_one_line_and_exit_2(argv, message, capsys, tmp_path) -> No
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_plan_with_the_learned_cost_model_writes_the_candidate_it_rates_fastest(trained, tmp_path, capsys) -> None:
+    from benchmarks import plan_cli
+    from sharding.plan import ShardingPlan
+
+    d, _ = trained
+    out = tmp_path / "p.json"
+    argv = ["plan", "--tables", "smoke", "--hardware", HW, "--ranks", "2", "--optimizer", "greedy_size",
+            "--no-torchrec-estimate", "--out", str(out), "--cost-model", "learned"]
+    assert plan_cli.main([*argv, "--learned-model", str(d / "model.json")]) == 0
+    choice = ShardingPlan.load(out).meta["learned_choice"]
+    scores = choice["candidates"]
+    assert len(scores) >= 2 and choice["chosen"] == min(scores, key=lambda n: scores[n]["learned_ms"])
+    assert "learned cost model chose" in capsys.readouterr().out
+    assert plan_cli.main([*argv, "--learned-model", str(tmp_path / "none.json")]) == 2
+    assert "cannot be read" in capsys.readouterr().err

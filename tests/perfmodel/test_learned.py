@@ -153,3 +153,13 @@ def test_plan_with_the_learned_cost_model_writes_the_candidate_it_rates_fastest(
     assert "learned cost model chose" in capsys.readouterr().out
     assert plan_cli.main([*argv, "--learned-model", str(tmp_path / "none.json")]) == 2
     assert "cannot be read" in capsys.readouterr().err
+
+
+def test_compare_plans_adds_the_learned_models_choice_as_a_plan_to_run(trained) -> None:
+    from benchmarks.compare_plans import _learned_case
+    from sharding.plan import ShardingPlan
+
+    d, _ = trained
+    case = _learned_case(["workload=smoke", "dist.mode=train"], HW, 2, str(d / "model.json"))
+    plan = ShardingPlan.from_dict(case["plan"])
+    assert case["label"] == f"learned:{plan.meta['learned_choice']['chosen']}" and plan.world_size == 2

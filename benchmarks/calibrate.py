@@ -2,17 +2,22 @@
 this machine and write a hardware YAML that `sharding.topology.load_topology` reads, with provenance and date.
 
 Runs as a job of N local ranks (gloo/CPU), every rank measuring at once as ranks of a real job do:
-  lookup bandwidth   FBGEMM TBE forward (what DMP's fused kernel runs) on one table per row size
-                     (dims 16/64/128: 64/256/512-byte rows) × locality (uniform, Zipf 1.05) × B 512/2048, 16 ids
+  machine            CPU model, cores, last-level cache (LLC), memory, load average and a 1-second copy-bandwidth
+                     probe (`benchmarks.perfmodel.machine`), stored so a later user can be warned when the file
+                     is used on another machine (`check_hardware_file`).
+  lookup bandwidth   FBGEMM TBE forward (what DMP's fused kernel runs) on one table per row size (dims 16/128)
+                     × table size (0.25 and 8 × the LLC) × locality (uniform, Zipf 1.05) × B 512/2048, 16 ids
                      per bag; bytes as the cost model counts them: ids·dim·4 + ids·8 + bags·dim·4. Tier bandwidth
-                     = 1 / slope of the least-squares line time = c + bytes/bw (c: the kernel's per-call cost,
-                     recorded; the fixed costs the model adds come from the stage overheads below).
+                     = 1 / slope of the least-squares line time = c + bytes/bw (what the cost model uses), and
+                     `lookup_model`: time = c + near-core bytes/bw_near + DRAM row bytes/bw_dram with a row in the
+                     LLC as a hot set of the LLC's size would hold it (the learned model's features use it).
+  co-located ranks   the largest DRAM-bound point timed by rank 0 alone / with every rank busy (shared bandwidth).
   backward           the same TBE trained with EXACT_ROWWISE_ADAGRAD: multiplier = slope of (train − fwd) time
                      over bytes / slope of fwd time (the per-byte cost of backward + fused update vs forward).
   dense optimizer    TorchRec RowWiseAdagrad step on dense fp32 tables of 4 sizes: bandwidth = 1 / slope of
                      time = c + parameter bytes / bw (the step of data-parallel tables).
   collectives        gloo all_to_all_single, reduce_scatter_tensor, all_gather_into_tensor and all_reduce of
-                     4 KiB … 4 MiB per rank: per op, least squares of time = latency + bytes a rank sends / bw
+                     4 KiB, 64 KiB, 1 MiB, 4 MiB per rank: per op, least squares of time = latency + bytes a rank sends / bw
                      (sent: (W−1)/W·n for all-to-all, reduce-scatter (n = input) and all-gather (n = output),
                      2·(W−1)/W·n for all-reduce) -> `Topology.collectives`.
   stage overheads    TorchRec's own stages (benchmarks.distributed.stages) on tiny tables (1000 rows, dim 16,
@@ -27,7 +32,8 @@ Runs as a job of N local ranks (gloo/CPU), every rank measuring at once as ranks
   step overhead      per tiny plan, its uninstrumented step median − the sum of its stage medians (max over ranks):
                      what a step spends outside the embedding stages (loss, the dense part's backward, zero_grad,
                      the framework between stages); median over the tiny plans -> `Topology.step_overhead`.
-All timings are medians, as the validation reports.
+All timings are medians, as the validation reports; every fit's median and max relative residual is printed and
+stored (`fit_residuals`), with each phase's seconds (the stage plans' rounds are most of the time).
 None of these is one of the plans `benchmarks.validate_cost` validates.
 """
 from __future__ import annotations
@@ -50,9 +56,12 @@ from benchmarks.errors import OneLineParser
 __all__ = ["main", "fit_bandwidth", "fit_latency_bandwidth", "stage_overheads", "stage_bandwidths", "step_overhead",
            "OVERHEAD_PLANS"]
 
-DIMS = (16, 64, 128)
+DIMS = (16, 128)
+LLC_MULTIPLES = (0.25, 8.0)  # table bytes / last-level cache: one table that fits, one far beyond
 ACCESS = ("uniform", "zipf")
 BATCHES = (512, 2048)
+COLLECTIVE_KIB = (4, 64, 1024, 4096)
+DENSE_ROWS = (4000, 32000, 256000)
 OVERHEAD_PLANS = ("TW", "RW", "CW", "TWRW", "DP", "TW+RW")
 STAGE_KEYS = ("input_dist", "lookup", "output_dist", "output_dist_bwd", "lookup_bwd", "optimizer")
 
@@ -81,7 +90,51 @@ def _median_time(fn, repeats: int, warmup: int = 2) -> float:
     return float(np.median(out))
 
 
-def _lookups(rows: int, repeats: int) -> list[dict[str, Any]]:
+def lookup_rows(dim: int, llc_multiple: float, llc: int, cap: int | None) -> int:
+    """Rows of a table of `llc_multiple` × the last-level cache at `dim` fp32 columns (capped by `cap`)."""
+    rows = max(1000, int(llc_multiple * llc / (dim * 4)))
+    return min(rows, cap) if cap else rows
+
+
+def lookup_terms(p: dict[str, Any], llc: int) -> tuple[float, float]:
+    """(bytes served near the core, row bytes gathered from DRAM) of one lookup point: a row of a table of
+    `table_bytes` is in the last-level cache with the probability of a static hot set of the cache's size
+    (`zipf_miss_rate`; uniform: llc / table bytes), as a DRAM-bound gather of the rest."""
+    from sharding.cost import zipf_miss_rate
+
+    frac = min(1.0, llc / p["table_bytes"])
+    miss = zipf_miss_rate(p["rows"], 1.05, frac) if p["access"] == "zipf" else 1.0 - frac
+    gather = p["ids"] * p["dim"] * 4
+    return p["ids"] * 8 + p["batch"] * p["dim"] * 4 + gather * (1 - miss), gather * miss
+
+
+def fit_lookup(points: list[dict[str, Any]], llc: int, y: str = "fwd_s") -> dict[str, float]:
+    """Non-negative least squares of time = c + near bytes / bw_near + DRAM bytes / bw_dram over the grid; the
+    fit's median and max absolute relative residual."""
+    from scipy.optimize import nnls
+
+    terms = np.array([lookup_terms(p, llc) for p in points])
+    a = np.column_stack([np.ones(len(points)), terms])
+    t = np.array([p[y] for p in points])
+    w = 1.0 / np.maximum(t, 1e-9)  # relative error: a small point's residual counts as much as a large one's
+    coef, _ = nnls(a * w[:, None], t * w)
+    pred = a @ coef
+    res = np.abs(pred - t) / np.maximum(t, 1e-12)
+    return {"call_s": float(coef[0]), "near_bandwidth": float(1 / max(coef[1], 1e-15)),
+            "dram_bandwidth": float(1 / max(coef[2], 1e-15)), "median_residual": float(np.median(res)),
+            "max_residual": float(res.max())}
+
+
+def residual(points: list[dict], x: str, y: str, fit: tuple[float, float]) -> tuple[float, float]:
+    """(median, max) |relative residual| of a latency + bytes/bandwidth fit."""
+    lat, bw = fit
+    res = [abs(lat + p[x] / bw - p[y]) / max(p[y], 1e-12) for p in points]
+    return float(np.median(res)), float(max(res))
+
+
+def _lookups(cap: int | None, repeats: int, llc: int) -> list[dict[str, Any]]:
+    """FBGEMM TBE forward and forward+backward (fused row-wise Adagrad) over dims × table size relative to the
+    last-level cache × access × batch; every rank measures at once, as ranks of a job do."""
     import torch
     from fbgemm_gpu.split_embedding_configs import EmbOptimType
     from fbgemm_gpu.split_table_batched_embeddings_ops_common import EmbeddingLocation
@@ -94,29 +147,67 @@ def _lookups(rows: int, repeats: int) -> list[dict[str, Any]]:
     from embedding.spec import AccessSpec, PoolingSpec, TableSpec, WorkloadSpec
 
     pooling, points = 16, []
-    for dim, access, batch in ((d, a, b) for d in DIMS for a in ACCESS for b in BATCHES):
-        table = TableSpec("t", rows, dim, pooling=PoolingSpec("fixed", pooling),
-                          access=AccessSpec(access, 1.05))
-        b = WorkloadGenerator(WorkloadSpec("calibrate", (table,), batch, 1)).batch(0)
-        idx, off = torch.from_numpy(b.indices), torch.from_numpy(b.offsets)
+    for dim, mult in ((d, m) for d in DIMS for m in LLC_MULTIPLES):
+        rows = lookup_rows(dim, mult, llc, cap)
         tbe = SplitTableBatchedEmbeddingBagsCodegen(
             [(rows, dim, EmbeddingLocation.HOST, ComputeDevice.CPU)],
             optimizer=EmbOptimType.EXACT_ROWWISE_ADAGRAD, learning_rate=0.01)
+        for access, batch in ((a, b) for a in ACCESS for b in BATCHES):
+            table = TableSpec("t", rows, dim, pooling=PoolingSpec("fixed", pooling),
+                              access=AccessSpec(access, 1.05))
+            b = WorkloadGenerator(WorkloadSpec("calibrate", (table,), batch, 1)).batch(0)
+            idx, off = torch.from_numpy(b.indices), torch.from_numpy(b.offsets)
 
-        def fwd(tbe=tbe, idx=idx, off=off) -> None:
+            def fwd(tbe=tbe, idx=idx, off=off) -> None:
+                with torch.no_grad():
+                    tbe(idx, off)
+
+            def train(tbe=tbe, idx=idx, off=off) -> None:
+                tbe(idx, off).sum().backward()
+
+            ids = float(b.num_lookups)
+            nbytes = ids * dim * 4 + ids * 8 + batch * dim * 4
+            f, t = _median_time(fwd, repeats), _median_time(train, repeats)
+            points.append({"dim": dim, "row_bytes": dim * 4, "rows": rows, "table_bytes": rows * dim * 4,
+                           "llc_multiple": round(rows * dim * 4 / llc, 3), "access": access, "batch": batch,
+                           "ids": ids, "unique_rows": int(np.unique(b.indices).size), "bytes": nbytes,
+                           "fwd_s": f, "train_s": t, "fwd_gbps": nbytes / f / 1e9})
+        del tbe
+    return points
+
+
+def _colocated(points: list[dict[str, Any]], cap: int | None, repeats: int, llc: int) -> dict[str, float]:
+    """Co-located ranks share the host's memory bandwidth: rank 0 times the largest DRAM-bound forward alone
+    (the others wait at a barrier) -> slowdown = the same point's time with every rank busy / alone."""
+    import torch
+    import torch.distributed as dist
+    from fbgemm_gpu.split_table_batched_embeddings_ops_common import EmbeddingLocation
+    from fbgemm_gpu.split_table_batched_embeddings_ops_training import (
+        ComputeDevice,
+        SplitTableBatchedEmbeddingBagsCodegen,
+    )
+
+    from embedding.generate import WorkloadGenerator
+    from embedding.spec import AccessSpec, PoolingSpec, TableSpec, WorkloadSpec
+
+    p = max((q for q in points if q["access"] == "uniform"), key=lambda q: q["ids"] * q["dim"] * q["llc_multiple"])
+    alone = 0.0
+    if dist.get_rank() == 0:
+        table = TableSpec("t", p["rows"], p["dim"], pooling=PoolingSpec("fixed", 16), access=AccessSpec("uniform"))
+        b = WorkloadGenerator(WorkloadSpec("calibrate", (table,), p["batch"], 1)).batch(0)
+        idx, off = torch.from_numpy(b.indices), torch.from_numpy(b.offsets)
+        tbe = SplitTableBatchedEmbeddingBagsCodegen([(p["rows"], p["dim"], EmbeddingLocation.HOST, ComputeDevice.CPU)])
+
+        def fwd() -> None:
             with torch.no_grad():
                 tbe(idx, off)
 
-        def train(tbe=tbe, idx=idx, off=off) -> None:
-            tbe(idx, off).sum().backward()
-
-        ids = float(b.num_lookups)
-        nbytes = ids * dim * 4 + ids * 8 + batch * dim * 4
-        f, t = _median_time(fwd, repeats), _median_time(train, repeats)
-        points.append({"dim": dim, "row_bytes": dim * 4, "access": access, "batch": batch, "bytes": nbytes,
-                       "fwd_s": f,
-                       "train_s": t, "fwd_gbps": nbytes / f / 1e9})
-    return points
+        alone = _median_time(fwd, repeats)
+    dist.barrier()
+    box = [alone]
+    dist.broadcast_object_list(box, src=0)
+    return {"alone_s": float(box[0]), "together_s": p["fwd_s"], "slowdown": p["fwd_s"] / max(box[0], 1e-12),
+            "point": {k: p[k] for k in ("dim", "rows", "access", "batch")}}
 
 
 def _collectives(repeats: int) -> dict[str, list[dict[str, float]]]:
@@ -133,7 +224,7 @@ def _collectives(repeats: int) -> dict[str, list[dict[str, float]]]:
     out: dict[str, list[dict[str, float]]] = {}
     for op, (fn, sent) in ops.items():
         out[op] = []
-        for kib in (4, 16, 64, 256, 1024, 4096):
+        for kib in COLLECTIVE_KIB:
             n = kib * 1024 // 4 // w * w
             src, dst = torch.ones(n), torch.empty(n)
             dist.barrier()
@@ -148,7 +239,7 @@ def _dense_optimizer(repeats: int) -> list[dict[str, float]]:
     from torchrec.optim.rowwise_adagrad import RowWiseAdagrad
 
     points = []
-    for rows in (4000, 16000, 64000, 256000):
+    for rows in DENSE_ROWS:
         p = torch.nn.Parameter(torch.zeros(rows, 64))
         p.grad = torch.rand(rows, 64)
         opt = RowWiseAdagrad([p], lr=0.01, eps=1e-8)
@@ -263,19 +354,37 @@ def _rank_main(args: argparse.Namespace) -> int:
     import torch
     import torch.distributed as dist
 
+    from benchmarks.perfmodel.machine import fingerprint, llc_bytes, loadavg
+
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
     dist.init_process_group("gloo", timeout=timedelta(seconds=args.timeout))
     try:
         rank, world = dist.get_rank(), dist.get_world_size()
+        machine = fingerprint() if rank == 0 else {}  # before the others start: a quiet probe
         dist.barrier()
-        lookups = _lookups(args.rows, args.repeats)
+        llc, phases, t0 = llc_bytes(), {}, time.perf_counter()
+
+        def lap(name: str) -> None:
+            nonlocal t0
+            phases[name] = round(time.perf_counter() - t0, 2)
+            t0 = time.perf_counter()
+
+        lookups = _lookups(args.rows, args.repeats, llc)
         gathered: list[Any] = [None] * world
         dist.all_gather_object(gathered, lookups)
+        lap("lookups")
+        colocated = _colocated(lookups, args.rows, args.repeats, llc)
+        lap("colocated")
         dense = _dense_optimizer(args.repeats)
+        lap("dense_optimizer")
         comm = _collectives(args.repeats)
+        lap("collectives")
         stage, stage_bytes = _stage_times(world, args.repeats, args.rounds)
+        lap("torchrec_stages")
         if rank == 0:
-            write_yaml(args.out, gathered, comm, dense, stage, stage_bytes, world, args)
+            machine["loadavg_end"] = loadavg()
+            extra = {"machine": machine, "phase_s": phases, "colocated": colocated, "llc": llc}
+            write_yaml(args.out, gathered, comm, dense, stage, stage_bytes, world, args, extra)
         dist.barrier()
     finally:
         dist.destroy_process_group()
@@ -288,7 +397,7 @@ def _fit_points(points: list[dict], x: str, y: str) -> tuple[float, float]:
 
 def write_yaml(out: str, lookups: list[list[dict]], comm: dict[str, list[dict]], dense: list[dict],
                stage: dict[str, dict[str, float]], stage_bytes: dict, world: int, args: argparse.Namespace,
-               ) -> None:
+               extra: dict[str, Any]) -> None:
     from benchmarks.records import git_sha
 
     pts = [p for rank_points in lookups for p in rank_points]  # every rank's grid: concurrent measurements
@@ -299,6 +408,14 @@ def write_yaml(out: str, lookups: list[list[dict]], comm: dict[str, list[dict]],
     mult = bw / bwd_bw
     links = {op: _fit_points(points, "sent_bytes", "secs") for op, points in comm.items()}
     opt_call_s, opt_bw = _fit_points(dense, "bytes", "secs")
+    llc = int(extra["llc"])
+    near = fit_lookup(pts, llc)
+    near_bwd = fit_lookup(pts, llc, "bwd_s")
+    fits = {"lookup fwd (c + near/bw + DRAM/bw)": (near["median_residual"], near["max_residual"]),
+            "lookup bwd+update": (near_bwd["median_residual"], near_bwd["max_residual"]),
+            "lookup fwd (c + bytes/bw, the model's)": residual(pts, "bytes", "fwd_s", (call_s, bw)),
+            "dense optimizer": residual(dense, "bytes", "secs", (opt_call_s, opt_bw)),
+            **{f"gloo {op}": residual(comm[op], "sent_bytes", "secs", links[op]) for op in comm}}
     overhead = stage_overheads(stage)
     stage_bw = stage_bandwidths(stage, stage_bytes["bytes"])
     other = step_overhead(stage, stage_bytes["steps"])
@@ -312,8 +429,9 @@ def write_yaml(out: str, lookups: list[list[dict]], comm: dict[str, list[dict]],
         "reserved_fraction": 0.15, "bwd_compute_multiplier": round(mult, 3),
         "tiers": [{"name": "ddr", "capacity": float(mem // world), "bandwidth": bw,
                    "source": f"{how}: 1/slope of the least-squares line FBGEMM TBE forward time = c + bytes/bw "
-                             f"over rows of {[d * 4 for d in DIMS]} B × {list(ACCESS)} access × B {list(BATCHES)}, "
-                             f"{args.rows} rows, 16 ids/bag (grid below; c = {call_s * 1e6:.0f} µs per call); "
+                             f"over rows of {[d * 4 for d in DIMS]} B × tables of {list(LLC_MULTIPLES)} × the LLC "
+                             f"× {list(ACCESS)} access × B {list(BATCHES)}, 16 ids/bag (grid below; "
+                             f"c = {call_s * 1e6:.0f} µs per call); "
                              "capacity = physical memory / ranks"}],
         "intra_host": {"bandwidth": a2a_bw, "latency": a2a_lat,
                        "source": f"{how}: fit of gloo all_to_all_single time = latency + sent/bw, 4 KiB-4 MiB"},
@@ -327,6 +445,14 @@ def write_yaml(out: str, lookups: list[list[dict]], comm: dict[str, list[dict]],
         "optimizer_bandwidth": opt_bw,
         "stage_bandwidth": stage_bw,
         "step_overhead": other,
+        "machine": extra["machine"],
+        "lookup_model": {"llc_bytes": llc, "forward": near, "backward": near_bwd,
+                         "colocated_slowdown": round(float(extra["colocated"]["slowdown"]), 3),
+                         "source": f"{how}: non-negative least squares of TBE time = c + bytes near the core / bw "
+                                   "+ row bytes from DRAM / bw (a row is in the LLC with the probability of a hot "
+                                   "set of the LLC's size) over the lookup grid below; colocated_slowdown = the "
+                                   "largest DRAM-bound forward with every rank busy / rank 0 alone"},
+        "fit_residuals": {k: {"median": round(a, 4), "max": round(b, 4)} for k, (a, b) in fits.items()},
         "sources": {"provenance": how, "date": date,
                     "step_overhead": "median over the tiny plans of (uninstrumented step median − the sum of its "
                                      "stage medians, max over ranks): loss, dense backward, framework",
@@ -342,7 +468,7 @@ def write_yaml(out: str, lookups: list[list[dict]], comm: dict[str, list[dict]],
                                        "below); missing: no growth measured, microbenchmark figures used",
                     "optimizer_bandwidth": "1/slope of TorchRec RowWiseAdagrad step time = c + parameter bytes/bw "
                                            f"on dense (rows, 64) fp32 tables (c = {opt_call_s * 1e6:.0f} µs)"},
-        "calibration": {"lookups": pts, "collectives": comm, "dense_optimizer": dense,
+        "calibration": {"phase_s": extra["phase_s"], "colocated": extra["colocated"], "lookups": pts, "collectives": comm, "dense_optimizer": dense,
                         "torchrec_stages_s": stage, "torchrec_stage_bytes": stage_bytes["bytes"],
                         "torchrec_stage_rounds_s": stage_bytes["rounds"],
                         "torchrec_step_s": stage_bytes["steps"]},
@@ -355,6 +481,12 @@ def write_yaml(out: str, lookups: list[list[dict]], comm: dict[str, list[dict]],
         yaml.safe_dump(data, f, sort_keys=False, width=115, allow_unicode=True)
     os.replace(tmp, path)
     fixed = sum(overhead["base"].values()) + sum(overhead["TW"].values())
+    print("fit residuals, |fitted − measured| / measured (median, max): " + "; ".join(
+        f"{k} {100 * a:.0f}%, {100 * b:.0f}%" for k, (a, b) in fits.items()))
+    print(f"lookups: near-core {near['near_bandwidth'] / 1e9:.1f} GB/s, DRAM {near['dram_bandwidth'] / 1e9:.1f} GB/s "
+          f"+ {near['call_s'] * 1e6:.0f} µs per call; co-located ranks {extra['colocated']['slowdown']:.2f}× "
+          f"slower than one alone; phases (s) {extra['phase_s']}; load {extra['machine'].get('loadavg')} → "
+          f"{extra['machine'].get('loadavg_end')}")
     print(f"lookup bandwidth {bw / 1e9:.2f} GB/s, backward multiplier {mult:.2f}, dense optimizer "
           f"{opt_bw / 1e9:.2f} GB/s, gloo " + ", ".join(f"{op} {lat * 1e6:.0f} µs + {b / 1e9:.2f} GB/s"
                                                    for op, (lat, b) in links.items())
@@ -365,10 +497,11 @@ def _parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="dlrmbench calibrate", description=__doc__.splitlines()[0])
     p.add_argument("--out", default="results/hardware/calibrated.yaml", help="hardware YAML to write")
     p.add_argument("--world-size", type=int, default=2)
-    p.add_argument("--rows", type=int, default=1_000_000, help="rows of each lookup table (per rank)")
-    p.add_argument("--repeats", type=int, default=30)
-    p.add_argument("--rounds", type=int, default=9,
-                   help="interleaved rounds of the TorchRec stage plans (9: about 90 s in all for 2 ranks)")
+    p.add_argument("--rows", type=int, default=None,
+                   help="cap on the rows of each lookup table (default: tables of 0.25 and 8 × the LLC)")
+    p.add_argument("--repeats", type=int, default=20)
+    p.add_argument("--rounds", type=int, default=4,
+                   help="interleaved rounds of the TorchRec stage plans (4: about 2 min in all for 2 ranks)")
     p.add_argument("--timeout", type=float, default=300.0, help="collective timeout (s)")
     p.add_argument("--rank-worker", action="store_true", help=argparse.SUPPRESS)
     return p
@@ -379,7 +512,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "calibrate":
         argv = argv[1:]
     args = _parser().parse_args(argv)
-    if args.world_size < 2 or args.rows < 1000 or args.repeats < 1 or args.rounds < 1:
+    if args.world_size < 2 or (args.rows is not None and args.rows < 1000) or args.repeats < 1 or args.rounds < 1:
         print("dlrmbench calibrate: error: needs --world-size ≥ 2, --rows ≥ 1000, --repeats ≥ 1, --rounds ≥ 1", file=sys.stderr)
         return 2
     if args.rank_worker:

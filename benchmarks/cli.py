@@ -9,6 +9,7 @@
   dlrmbench regress deterministic|timed    compare against results/baselines; exit 1 on a regression
   dlrmbench dist [overrides]               run a sharding plan across local gloo ranks (TorchRec DMP)
   dlrmbench calibrate | validate-cost | compare-plans   fit the cost model; predicted vs measured; plans side by side
+  dlrmbench perfmodel collect|train|evaluate           the learned cost model: measured records, trees, held-out error
   dlrmbench device-bw [--device cuda] [--out FILE]      one device's lookup and copy bandwidth (torch-native kernel)
   dlrmbench serve [run|search|validate|overhead|whatif] [overrides]   latency-bounded QPS under MLPerf LoadGen
 """
@@ -97,7 +98,8 @@ def _dispatch(argv: list[str]) -> int:
     modules = {"sweep": "benchmarks.sweep", "report": "benchmarks.report", "regress": "benchmarks.regress",
                "dist": "benchmarks.distributed.launch", "calibrate": "benchmarks.calibrate",
                "validate-cost": "benchmarks.validate_cost", "compare-plans": "benchmarks.compare_plans",
-               "device-bw": "benchmarks.device_bw", "serve": "benchmarks.serve"}
+               "device-bw": "benchmarks.device_bw", "serve": "benchmarks.serve",
+               "perfmodel": "benchmarks.perfmodel.cli"}
     if cmd in modules:
         import importlib
 

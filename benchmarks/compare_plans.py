@@ -1,6 +1,8 @@
 """`dlrmbench compare-plans [--world-size N] [--hardware H] [--quick] [workload overrides]`: our optimizer's plan,
 TorchRec's planner's plan and the best greedy baseline (the one our cost model rates best) run on the same
-workload and ranks in one job; measured step time side by side with each plan's predictions."""
+workload and ranks in one job; measured step time side by side with each plan's predictions. `--cost-model
+learned` adds the plan the learned model chooses (`benchmarks.perfmodel.choose`): which model's plan measures
+faster."""
 from __future__ import annotations
 
 import sys
@@ -31,6 +33,27 @@ def _table(records: list[dict]) -> list[str]:
     return lines
 
 
+def _learned_case(overrides: list[str], hw: str, world: int, model: str) -> dict:
+    """The case of the plan the learned model picks among ours and the baselines (planned here, run as a dict)."""
+    from dataclasses import replace
+
+    from benchmarks.distributed.case import make_plan
+    from benchmarks.distributed.config import compose_dist
+    from benchmarks.perfmodel.choose import choose_learned
+    from embedding.workload_config import build_workload
+    from sharding.learned_cost import load_learned
+    from sharding.topology import load_topology
+    from sharding.workload import PlanWorkload
+
+    load_learned(model)
+    cfg = compose_dist([*overrides, f"dist.hardware={hw}"])
+    spec = build_workload(cfg.workload)
+    spec = replace(spec, mode=spec.mode if cfg.dist.mode == "workload" else cfg.dist.mode)
+    wl, topo = PlanWorkload.from_spec(spec, optimizer=cfg.dist.optimizer), load_topology(hw, ranks=world)
+    plan, _ = choose_learned(make_plan("ours", wl, topo), "ours", wl, topo, hw, model)
+    return {"label": f"learned:{plan.meta['learned_choice']['chosen']}", "overrides": [], "plan": plan.to_dict()}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "compare-plans":
@@ -41,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="5 timed steps per phase")
     p.add_argument("--records", default="results/records.jsonl")
     p.add_argument("--timeout", type=float, default=300.0)
+    p.add_argument("--cost-model", choices=["analytic", "learned"], default="analytic",
+                   help="learned: also run the plan the learned model rates fastest")
+    p.add_argument("--learned-model", default="results/perfmodel/model.json")
     args, overrides = p.parse_known_args(argv)
     bad = [o for o in overrides if "=" not in o or o.startswith("-")]
     if bad or args.world_size < 2:
@@ -51,6 +77,12 @@ def main(argv: list[str] | None = None) -> int:
     hw = default_hardware(args.hardware)
     base = [*overrides, f"dist.hardware={hw}"] + (["dist.repeats=5", "dist.warmup=2"] if args.quick else [])
     cases = [{"label": name, "overrides": [], "plan": name} for name in PLANNERS]
+    if args.cost_model == "learned":
+        try:
+            cases.append(_learned_case(overrides, hw, args.world_size, args.learned_model))
+        except ValueError as e:  # PlanError, SpecError, LearnedModelError, TopologyError: all name the bad value
+            print(f"dlrmbench compare-plans: error: {e}", file=sys.stderr)
+            return 2
     rc, records = run_cases(cases, base, args.world_size, args.records, args.timeout)
     if records:
         print("\n".join(_table(records)))

@@ -28,6 +28,7 @@ from sharding import (
     optimize,
     validate_plan,
 )
+from sharding.learned_cost import LearnedModelError
 from sharding.optimizer import SEARCH_ITERS
 from sharding.tablesets import load_tables
 
@@ -105,11 +106,22 @@ def _plan(args: argparse.Namespace) -> int:
             raise PlanError(f"{flag} {value}: must be an integer ≥ {least}")
     topo = _topology(args)
     wl = PlanWorkload(load_tables(args.tables), args.batch_size, args.mode)
+    if args.cost_model == "learned":
+        from sharding.learned_cost import load_learned
+
+        load_learned(args.learned_model)  # a missing or stale model fails before any planning
     t0 = time.perf_counter()
     plan = make_plan(args.optimizer, wl, topo, args.search_iters, args.torchrec_timeout, args.anneal)
     wall = time.perf_counter() - t0
     cost = CostModel(wl, topo)
     validate_plan(plan, wl, topo, cost)
+    if args.cost_model == "learned":  # the candidates ranked by the learned model (benchmarks.perfmodel.choose)
+        from benchmarks.perfmodel.choose import choose_learned
+
+        plan, scored = choose_learned(plan, args.optimizer, wl, topo, args.hardware, args.learned_model)
+        for name, s in sorted(scored.items(), key=lambda kv: kv[1]["learned_ms"]):
+            print(f"  {name:<22} analytic {s['analytic_ms']:.4f} ms, learned {s['learned_ms']:.4f} ms")
+        print(f"learned cost model chose {plan.meta['learned_choice']['chosen']}")
     ctx = {"tables": args.tables, "hardware": args.hardware, "ranks": topo.world_size, "batch_size": args.batch_size,
            "mode": args.mode, "optimizer": args.optimizer, "ranks_per_host": topo.ranks_per_host,
            "hbm_gib": args.hbm_gib}
@@ -226,6 +238,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="ours: N million proposals of the opt-in long search (sharding.anneal; about 5 M/s here)")
     p.add_argument("--torchrec-timeout", type=int, default=None, help="torchrec: planner timeout (s)")
     p.add_argument("--no-torchrec-estimate", action="store_true", help="skip TorchRec's estimate of the plan")
+    p.add_argument("--cost-model", choices=["analytic", "learned"], default="analytic",
+                   help="learned: the optimizer's and the baselines' plans ranked by the trained model")
+    p.add_argument("--learned-model", default="results/perfmodel/model.json", help="with --cost-model learned")
     c = sub.add_parser("compare", help="compare plans for one workload")
     c.add_argument("plans", nargs="+")
     workload_args(c, False)
@@ -259,7 +274,8 @@ def main(argv: list[str] | None = None) -> int:
         elif args.png:
             check_output_file(args.png, "--png", create_folders=False)
         return _plan(args) if args.command == "plan" else _compare(args)
-    except (PlanError, TopologyError, SpecError, ValueError, OSError, HydraException, OmegaConfBaseException) as e:
+    except (PlanError, TopologyError, SpecError, ValueError, OSError, HydraException, OmegaConfBaseException,
+            LearnedModelError) as e:
         print(f"dlrmbench {args.command}: error: {one_line(e)}", file=sys.stderr)
         return 2
 

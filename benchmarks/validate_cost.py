@@ -1,13 +1,16 @@
-"""`dlrmbench validate-cost [--hardware H] [--world-sizes 2] [--quick] [--records F]`: run ≥ 10 plans for real
-and hold the cost model to what they measure.
+"""`dlrmbench validate-cost [--hardware H] [--model M] [--world-sizes 2] [--quick] [--records F]`: run ≥ 20 plans
+for real and hold the cost models to what they measure.
 
 Plans span sharding types (our optimizer's, TorchRec's planner's, greedy, round-robin, all row-wise, column-wise,
-table-row-wise, some data-parallel, everything on one rank) over three workloads, on each world size given.
-Per case: predicted step time (our `CostModel.plan_cost` and TorchRec's estimator, both on `--hardware`) against
-the measured step time; per rank: predicted rank time (ours: the rank's work + the collectives it joins + its
+table-row-wise, some data-parallel, everything on one rank) over six named workloads (narrow and wide dims, many
+small tables, tables far beyond the last-level cache, hot Zipf and uniform ids), on each world size given. None
+of them is a calibration plan or drawn from the families `dlrmbench perfmodel collect` trains on: every case is
+held out of calibration and training.
+Per case: predicted step time (our `CostModel.plan_cost`, the learned model `--model` when one is trained, and
+TorchRec's estimator, all on `--hardware`) against the measured step time; per rank: predicted rank time (ours: the rank's work + the collectives it joins + its
 wait for slower peers, `RankCost.elapsed`; TorchRec: its shards' perf summed) against the measured embedding
 stages of that rank (which include those waits). Error = |predicted − measured| / measured; the table ends with
-the median absolute error of each model. The whole list of cases runs `--rounds` times, one job each, in a
+the median and p90 absolute error of each model. The whole list of cases runs `--rounds` times, one job each, in a
 different (seeded) order each round, and each measured figure is the median over rounds of the per-round
 medians over steps (the statistic `benchmarks.calibrate` fits with): on a shared machine load from other
 processes comes in bursts of seconds, which one round of a case can fall into. The table shows each case's
@@ -18,6 +21,7 @@ A `validation` record with those medians is appended next to the cases' own `dis
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import sys
 import time
@@ -25,18 +29,13 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.distributed.config import compose_dist
 from benchmarks.distributed.jobs import metric_value, rank_values, run_cases
 from benchmarks.errors import OneLineParser
+from benchmarks.perfmodel.cases import build_plan
+from benchmarks.perfmodel.machine import check_hardware_file, check_machine, loadavg
 from benchmarks.records import append_records, environment, git_sha, metric, new_run_id
-from embedding.workload_config import build_workload
-from sharding.layouts import column_splits, table_plan
-from sharding.plan import ShardingPlan, ShardingType
 
-__all__ = ["main", "WORKLOADS", "build_cases", "error_table", "merge_rounds"]
-
-TW, RW, CW, TWRW, DP = (ShardingType.TABLE_WISE, ShardingType.ROW_WISE, ShardingType.COLUMN_WISE,
-                        ShardingType.TABLE_ROW_WISE, ShardingType.DATA_PARALLEL)
+__all__ = ["main", "WORKLOADS", "build_cases", "error_table", "merge_rounds", "learned_predictions"]
 
 WORKLOADS = {
     "small4": ["workload=smoke"],
@@ -45,40 +44,30 @@ WORKLOADS = {
                  "workload.access.kind=uniform", "workload.batch_size=1024"],
     "wide2": ["workload=smoke", "workload.rows=[500000,300000]", "workload.dim=128", "workload.pooling.kind=fixed",
               "workload.pooling.mean=32", "workload.batch_size=512"],
+    "many32": ["workload=smoke", f"workload.rows=[{','.join(['3000'] * 16 + ['12000'] * 16)}]", "workload.dim=16",
+               "workload.pooling.kind=fixed", "workload.pooling.mean=4", "workload.batch_size=512"],
+    "beyond_llc": ["workload=smoke", "workload.rows=[1500000,1000000,800000]", "workload.dim=64",
+                   "workload.pooling.kind=fixed", "workload.pooling.mean=8", "workload.access.kind=uniform",
+                   "workload.batch_size=512"],
+    "hot_zipf6": ["workload=smoke", "workload.rows=[600000,400000,400000,200000,100000,50000]", "workload.dim=64",
+                  "workload.pooling.kind=skewed", "workload.pooling.mean=12", "workload.pooling.high=48",
+                  "workload.access.kind=zipf", "workload.access.alpha=1.25", "workload.batch_size=512"],
 }
-PLANS = {"small4": ["ours", "torchrec", "round_robin", "all_rw", "one_rank", "dp_small"],
-         "uniform8": ["ours", "greedy_size", "all_cw", "all_twrw"],
-         "wide2": ["ours", "all_rw", "all_cw"]}
-
-
-def _built(name: str, overrides: list[str], world: int) -> dict | str:
-    """A named optimizer, or a plan dict of one sharding layout for every table."""
-    if name in ("ours", "torchrec", "round_robin", "greedy_size", "best_greedy"):
-        return name
-    spec = build_workload(compose_dist(overrides).workload)
-    ranks = list(range(world))
-    tables = {}
-    for i, t in enumerate(spec.tables):
-        if name == "all_rw":
-            tp = table_plan(t, RW, ranks, "ddr")
-        elif name == "all_twrw":
-            tp = table_plan(t, TWRW, ranks, "ddr")
-        elif name == "all_cw" and world in column_splits(t.dim):
-            tp = table_plan(t, CW, [(i + k) % world for k in ranks], "ddr")
-        elif name == "dp_small" and t.rows <= 20000:
-            tp = table_plan(t, DP, ranks, "ddr")
-        else:  # one_rank, or the table-wise fallback: round-robin (one_rank: all on rank 0)
-            tp = table_plan(t, TW, [0 if name == "one_rank" else i % world], "ddr")
-        tables[t.name] = tp
-    return ShardingPlan(world, tables, optimizer=name).to_dict()
+PLANS = {"small4": ["ours", "round_robin", "all_rw", "one_rank", "torchrec", "dp_small"],
+         "uniform8": ["ours", "all_cw", "greedy_size", "all_twrw"],
+         "wide2": ["ours", "all_cw", "all_rw"],
+         "many32": ["ours", "dp_small", "all_rw", "one_rank"],
+         "beyond_llc": ["ours", "all_rw", "round_robin"],
+         "hot_zipf6": ["ours", "greedy_size", "all_cw", "all_twrw"]}
 
 
 def build_cases(world: int, quick: bool) -> list[dict]:
+    """Every (workload, plan) case; `quick`: the first two plans of each workload."""
     cases = []
     for wl, overrides in WORKLOADS.items():
-        for plan in PLANS[wl][: 3 if quick else None]:
+        for plan in PLANS[wl][: 2 if quick else None]:
             cases.append({"label": f"{wl}/{plan}/w{world}", "overrides": overrides,
-                          "plan": _built(plan, overrides, world)})
+                          "plan": build_plan(plan, overrides, world), "world": world})
     return cases
 
 
@@ -96,6 +85,14 @@ def _ours_rank(record: dict, rank: int) -> float | None:
         return None
     r = per[rank]
     return 1e3 * (float(r.get("elapsed_s", r["total_s"])) - float(r.get("other_s", 0.0)))  # embedding stages
+
+
+def _plan_dict(record: dict) -> dict | None:
+    f = record.get("plan", {}).get("file")
+    try:
+        return json.loads(Path(f).read_text()) if f else None
+    except (OSError, json.JSONDecodeError):
+        return None
 
 
 def merge_rounds(rounds: list[list[dict]]) -> list[dict]:
@@ -116,44 +113,75 @@ def merge_rounds(rounds: list[list[dict]]) -> list[dict]:
                     "torchrec": metric_value(first, "torchrec_predicted_step_time"),
                     "rank_measured": [float(np.median(v)) for v in zip(*ranks, strict=True)],
                     "rank_ours": [_ours_rank(first, k) for k in range(len(ranks[0]))],
-                    "rank_torchrec": rank_values(first, "torchrec_predicted_rank_time") or None})
+                    "rank_torchrec": rank_values(first, "torchrec_predicted_rank_time") or None,
+                    "world": int(first.get("world_size", len(ranks[0]))), "plan_dict": _plan_dict(first)})
     return out
 
 
-def error_table(cases: list[dict]) -> tuple[list[str], dict[str, float]]:
-    """Markdown lines (per case, then per rank) and the median absolute errors."""
-    lines = ["| case | types | measured step ms | min–max over rounds | ours ms | ours err | TorchRec ms | "
-             "TorchRec err |", "|---|---|---:|---:|---:|---:|---:|---:|"]
-    spreads = []
-    errs: dict[str, list[float]] = {"ours": [], "torchrec": [], "ours_rank": [], "torchrec_rank": []}
-    rank_lines = ["| case | rank | measured embedding ms | ours ms | ours err | TorchRec ms | TorchRec err |",
-                  "|---|---:|---:|---:|---:|---:|---:|"]
+def learned_predictions(cases: list[dict], overrides: dict[str, list[str]], hardware: str, model: dict) -> None:
+    """Fill each case's "learned" step ms and "rank_learned" ms from the trained model (in place)."""
+    from benchmarks.perfmodel.train import case_model
+    from sharding.learned_cost import LearnedCostModel
+
     for c in cases:
-        meas, ours, trec = c["measured"], c["ours"], c["torchrec"]
-        eo, et = _err(ours, meas), _err(trec, meas)
-        errs["ours"] += [eo] if eo is not None else []
-        errs["torchrec"] += [et] if et is not None else []
+        if not c.get("plan_dict") or c["case"] not in overrides:
+            continue
+        cost, plan, lm = case_model({"overrides": overrides[c["case"]], "world": c["world"],
+                                     "plan": c["plan_dict"]}, hardware)
+        lcm = LearnedCostModel(cost.workload, cost.topology, model, lm)
+        c["learned"] = 1e3 * lcm.plan_cost(plan)
+        c["rank_learned"] = [1e3 * x for x in lcm.rank_seconds(plan)]
+
+
+def _stats(v: list[float]) -> dict[str, float]:
+    return {"median": float(np.median(v)), "p90": float(np.quantile(v, 0.9))} if v else {}
+
+
+def error_table(cases: list[dict]) -> tuple[list[str], dict[str, float]]:
+    """Markdown lines (per case, then per rank) and the median (and p90: key + "_p90") absolute errors."""
+    lines = ["| case | types | measured step ms | min–max over rounds | ours ms | ours err | learned ms | "
+             "learned err | TorchRec ms | TorchRec err |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    spreads = []
+    errs: dict[str, list[float]] = {k: [] for k in ("ours", "learned", "torchrec", "ours_rank", "learned_rank",
+                                                    "torchrec_rank")}
+    rank_lines = ["| case | rank | measured embedding ms | ours ms | ours err | learned ms | learned err | "
+                  "TorchRec ms | TorchRec err |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for c in cases:
+        meas = c["measured"]
+        preds = {k: c.get(k) for k in ("ours", "learned", "torchrec")}
+        e = {k: _err(v, meas) for k, v in preds.items()}
+        for k, v in e.items():
+            errs[k] += [v] if v is not None else []
         types = " ".join(f"{k}{v}" for k, v in c["types"].items())
         rs = c.get("round_steps") or [meas]
         spreads.append((max(rs) - min(rs)) / meas if meas else 0.0)
-        lines.append(f"| {c['case']} | {types} | {_fmt(meas)} | {min(rs):.1f}–{max(rs):.1f} | {_fmt(ours)} | "
-                     f"{_fmt(eo, True)} | {_fmt(trec)} | {_fmt(et, True)} |")
-        tr = c["rank_torchrec"]
-        for k, m in enumerate(c["rank_measured"]):
-            po, pt = c["rank_ours"][k], (tr[k] if tr else None)
-            e1, e2 = _err(po, m), _err(pt, m)
-            errs["ours_rank"] += [e1] if e1 is not None else []
-            errs["torchrec_rank"] += [e2] if e2 is not None else []
-            rank_lines.append(f"| {c['case']} | {k} | {_fmt(m)} | {_fmt(po)} | {_fmt(e1, True)} | {_fmt(pt)} | "
-                              f"{_fmt(e2, True)} |")
-    med = {k: float(np.median(v)) for k, v in errs.items() if v}
+        lines.append(f"| {c['case']} | {types} | {_fmt(meas)} | {min(rs):.1f}–{max(rs):.1f} | "
+                     + " | ".join(f"{_fmt(preds[k])} | {_fmt(e[k], True)}" for k in ("ours", "learned", "torchrec"))
+                     + " |")
+        per = {"ours": c["rank_ours"], "learned": c.get("rank_learned"), "torchrec": c.get("rank_torchrec")}
+        for r, m in enumerate(c["rank_measured"]):
+            pr = {k: (v[r] if v and r < len(v) else None) for k, v in per.items()}
+            er = {k: _err(v, m) for k, v in pr.items()}
+            for k, v in er.items():
+                errs[f"{k}_rank"] += [v] if v is not None else []
+            rank_lines.append(f"| {c['case']} | {r} | {_fmt(m)} | "
+                              + " | ".join(f"{_fmt(pr[k])} | {_fmt(er[k], True)}" for k in ("ours", "learned", "torchrec"))
+                              + " |")
+    med: dict[str, float] = {}
+    for k, v in errs.items():
+        st = _stats(v)
+        if st:
+            med[k], med[f"{k}_p90"] = st["median"], st["p90"]
     med["round_spread"] = float(np.median(spreads)) if spreads else 0.0
-    lines.append(f"\nmedian absolute error of the step time: ours {_fmt(med.get('ours'), True)}, TorchRec "
-                 f"{_fmt(med.get('torchrec'), True)} ({len(cases)} cases, median over "
+
+    def summary(suffix: str) -> str:
+        return ", ".join(f"{name} {_fmt(med.get(k + suffix), True)} (p90 {_fmt(med.get(k + suffix + '_p90'), True)})"
+                         for k, name in (("ours", "ours"), ("learned", "learned"), ("torchrec", "TorchRec")))
+
+    lines.append(f"\nmedian absolute error of the step time: {summary('')} ({len(cases)} cases, median over "
                  f"{max(c['rounds'] for c in cases)} rounds; median spread over rounds (max − min) / median: "
                  f"{_fmt(med['round_spread'], True)})\n")
-    rank_lines.append(f"\nmedian absolute error per rank: ours {_fmt(med.get('ours_rank'), True)}, TorchRec "
-                      f"{_fmt(med.get('torchrec_rank'), True)}")
+    rank_lines.append(f"\nmedian absolute error per rank: {summary('_rank')}")
     return lines + rank_lines, med
 
 
@@ -162,7 +190,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--hardware", default="", help="hardware preset or YAML (default: "
                    "results/hardware/calibrated.yaml when `dlrmbench calibrate` wrote it, else dev_2core)")
     p.add_argument("--world-sizes", default="2", help="comma-separated rank counts, one job each")
-    p.add_argument("--quick", action="store_true", help="3 plans per workload, 5 timed steps, one round")
+    p.add_argument("--model", default="", help="trained learned model (default: results/perfmodel/model.json "
+                   "when `dlrmbench perfmodel train` wrote it; 'none': analytic and TorchRec only)")
+    p.add_argument("--workloads", default="", help=f"comma-separated subset of {list(WORKLOADS)} (default all)")
+    p.add_argument("--quick", action="store_true", help="2 plans per workload, 5 timed steps, one round "
+                   "(a few minutes)")
     p.add_argument("--rounds", type=int, default=5, help="jobs over the whole case list; median over rounds")
     p.add_argument("--repeats", type=int, default=20, help="timed steps per case and round")
     p.add_argument("--records", default="results/records.jsonl")
@@ -175,6 +207,16 @@ def default_hardware(given: str) -> str:
         return given
     calibrated = Path("results/hardware/calibrated.yaml")
     return str(calibrated) if calibrated.is_file() else "dev_2core"
+
+
+def default_model(given: str) -> str:
+    """The learned model to score: `given`, '' for none, else the trained default when it exists."""
+    if given == "none":
+        return ""
+    if given:
+        return given
+    trained = Path("results/perfmodel/model.json")
+    return str(trained) if trained.is_file() else ""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -193,32 +235,65 @@ def main(argv: list[str] | None = None) -> int:
     if args.rounds < 1 or args.repeats < 1:
         print("dlrmbench validate-cost: error: --rounds and --repeats must be ≥ 1", file=sys.stderr)
         return 2
+    chosen = [w for w in args.workloads.split(",") if w] or list(WORKLOADS)
+    if any(w not in WORKLOADS for w in chosen):
+        print(f"dlrmbench validate-cost: error: --workloads {args.workloads!r}: allowed {', '.join(WORKLOADS)}",
+              file=sys.stderr)
+        return 2
     hw = default_hardware(args.hardware)
+    from sharding.learned_cost import LearnedModelError, load_learned
+    from sharding.topology import TopologyError, load_topology
+
+    try:
+        load_topology(hw)
+    except TopologyError as e:
+        print(f"dlrmbench validate-cost: error: --hardware {hw!r}: {e}", file=sys.stderr)
+        return 2
+    model_path = default_model(args.model)
+    try:
+        model = load_learned(model_path) if model_path else None
+    except LearnedModelError as e:
+        print(f"dlrmbench validate-cost: error: --model: {e}", file=sys.stderr)
+        return 2
+    warnings = check_hardware_file(hw)
+    if model is not None:
+        warnings += [f"{w} ({model_path})" for w in check_machine(model["provenance"].get("machine"),
+                                                                  what="learned model")]
+    for w in warnings:
+        print(w, file=sys.stderr)
     rounds = 1 if args.quick else args.rounds
     overrides = [f"dist.hardware={hw}", "dist.model=embedding", "dist.mode=train"]
     overrides += ["dist.repeats=5", "dist.warmup=2"] if args.quick else [f"dist.repeats={args.repeats}"]
     per_round: list[list[dict]] = [[] for _ in range(rounds)]
-    rc = 0
+    rc, loads, case_overrides = 0, [loadavg()], {}
     for k in range(rounds):
         for w in worlds:
-            cases = build_cases(w, args.quick)
+            cases = [c for c in build_cases(w, args.quick) if c["label"].split("/")[0] in chosen]
+            case_overrides.update({c["label"]: c["overrides"] for c in cases})
             random.Random(k).shuffle(cases)  # a burst of load hits different cases in different rounds
             code, found = run_cases(cases, overrides, w, args.records, args.timeout)
             rc, per_round[k] = rc or code, per_round[k] + found
+            loads.append(loadavg())
     records = [r for recs in per_round for r in recs]
     if not records:
         return rc or 1
     cases = merge_rounds(per_round)
+    if model is not None:
+        learned_predictions(cases, case_overrides, hw, model)
     lines, med = error_table(cases)
     print("\n".join(lines))
+    print(f"load average (1, 5, 15 min) before and after each round: {loads}; learned model: "
+          f"{model_path or 'none'}; every case is held out of calibration and of the learned model's training")
     how = f"median over cases of |predicted − measured| / measured, hardware {hw!r}"
     append_records(args.records, [{
         "run_id": new_run_id(), "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "git_sha": git_sha(),
         "env": environment(), "kind": "validation", "backend": "torchrec_dmp", "config": {"hardware": hw,
-        "world_sizes": worlds, "quick": args.quick, "rounds": rounds}, "cases": [c["case"] for c in cases],
+        "world_sizes": worlds, "quick": args.quick, "rounds": rounds, "model": model_path,
+        "workloads": chosen}, "cases": [c["case"] for c in cases], "loadavg": loads,
         "case_run_ids": sorted({r["run_id"] for r in records}),
-        "metrics": [metric(f"median_abs_error_{k}", v, "fraction", how + (" (per rank: embedding stages)"
-                                                                          if k.endswith("rank") else ""))
+        "metrics": [metric(f"p90_abs_error_{k[:-4]}" if k.endswith("_p90") else f"median_abs_error_{k}", v,
+                           "fraction", (how.replace("median", "p90", 1) if k.endswith("_p90") else how)
+                           + (" (per rank: embedding stages)" if "rank" in k else ""))
                     for k, v in med.items() if k != "round_spread"]
         + [metric("median_round_spread", med["round_spread"], "fraction", "median over cases of (max − min) / "
                   "median of the per-round median step times")]}])

@@ -37,8 +37,15 @@ def test_bad_input_fails_before_spawning(tmp_path, capsys, override, message) ->
 
 @pytest.mark.slow  # a 2-rank calibration job
 def test_calibration_writes_a_config_that_loads(tmp_path) -> None:
+    import yaml
+
     out = tmp_path / "hw.yaml"
-    assert calibrate.main(["--out", str(out), "--rows", "2000", "--repeats", "2", "--rounds", "2"]) == 0
+    assert calibrate.main(["--out", str(out), "--rows", "2000", "--repeats", "2", "--rounds", "1"]) == 0
+    data = yaml.safe_load(out.read_text())
+    assert data["machine"]["cores"] >= 1 and data["machine"]["copy_bandwidth"] > 0 and data["machine"]["loadavg"]
+    assert data["lookup_model"]["forward"]["near_bandwidth"] > 0 and data["lookup_model"]["colocated_slowdown"] > 0
+    assert set(data["fit_residuals"]) >= {"dense optimizer", "gloo all_to_all"}
+    assert data["calibration"]["phase_s"]["torchrec_stages"] > 0
     topo = load_topology(out)
     assert topo.device == "cpu" and topo.world_size == 2
     assert topo.fast.bandwidth > 0 and topo.intra_host.bandwidth > 0 and topo.intra_host.latency > 0

@@ -1,0 +1,176 @@
+"""`dlrmbench perfmodel collect | train | evaluate`: the learned performance model.
+
+  collect   measure records (single-process lookups, distributed steps of seeded workload families × plans on
+            W gloo ranks); appends to --records and skips keys already there (resumable)
+  train     fit gradient-boosted trees on the records' analytic features (needs ≥ 8 step records); writes
+            --out with provenance and the held-out errors
+  evaluate  a trained model's held-out errors and feature importance; with --records, its error on those
+            records (e.g. another machine's: how far the model transfers)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.perfmodel.cases import COLLECT_PLANS, LAYOUTS, OPTIMIZERS
+
+__all__ = ["main"]
+
+RECORDS = "results/perfmodel/records.jsonl"
+MODEL = "results/perfmodel/model.json"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="dlrmbench perfmodel", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("collect", help="measure records (resumable)")
+    c.add_argument("--records", default=RECORDS)
+    c.add_argument("--hardware", default="", help="hardware YAML or preset (default: the calibrated file, "
+                   "else dev_2core)")
+    c.add_argument("--families", type=int, default=12, help="seeded workload families (× 7 plans each)")
+    c.add_argument("--lookups", type=int, default=40, help="seeded lookup points (× 2 backends each)")
+    c.add_argument("--world-size", type=int, default=2)
+    c.add_argument("--repeats", type=int, default=10, help="timed steps (or calls) per case")
+    c.add_argument("--per-job", type=int, default=7, help="step cases per distributed job")
+    c.add_argument("--kinds", default="lookup,step", help="comma-separated: lookup, step")
+    c.add_argument("--plans", default=",".join(COLLECT_PLANS), help="comma-separated plans per family")
+    c.add_argument("--timeout", type=float, default=600.0)
+    t = sub.add_parser("train", help="fit the trees; write the model with its provenance")
+    t.add_argument("--records", default=RECORDS)
+    t.add_argument("--hardware", default="")
+    t.add_argument("--out", default=MODEL)
+    e = sub.add_parser("evaluate", help="held-out error and feature importance of a trained model")
+    e.add_argument("--model", default=MODEL)
+    e.add_argument("--records", default="", help="score the model on these records (another machine's)")
+    e.add_argument("--hardware", default="", help="with --records: the hardware the features use")
+    return p
+
+
+def _fail(msg: str) -> int:
+    print(f"dlrmbench perfmodel: error: {msg}", file=sys.stderr)
+    return 2
+
+
+def _hardware(given: str) -> str:
+    from benchmarks.validate_cost import default_hardware
+
+    return default_hardware(given)
+
+
+def _collect(a: argparse.Namespace) -> int:
+    from benchmarks.perfmodel.collect import collect_lookups, collect_steps, machine_now
+    from benchmarks.perfmodel.machine import check_hardware_file
+    from benchmarks.records import git_sha
+    from sharding.topology import TopologyError, load_topology
+
+    kinds = [k for k in a.kinds.split(",") if k]
+    if not kinds or any(k not in ("lookup", "step") for k in kinds):
+        return _fail(f"--kinds {a.kinds!r}: allowed lookup, step (comma-separated)")
+    if a.families < 0 or a.lookups < 0 or a.repeats < 1 or a.per_job < 1 or a.world_size < 2:
+        return _fail("needs --families ≥ 0, --lookups ≥ 0, --repeats ≥ 1, --per-job ≥ 1, --world-size ≥ 2")
+    plans = tuple(p for p in a.plans.split(",") if p)
+    allowed = (*OPTIMIZERS, *LAYOUTS)
+    if not plans or any(p not in allowed for p in plans):
+        return _fail(f"--plans {a.plans!r}: allowed {', '.join(allowed)} (comma-separated)")
+    hw = _hardware(a.hardware)
+    try:
+        load_topology(hw, ranks=a.world_size)
+    except TopologyError as e:
+        return _fail(f"--hardware {hw!r}: {e}")
+    for w in check_hardware_file(hw):
+        print(w, file=sys.stderr)
+    machine, sha, t0 = machine_now(), git_sha(), time.perf_counter()
+    print(f"collecting into {a.records} (machine {machine['cpu_model']}, {machine['cores']} cores, copy "
+          f"{machine['copy_bandwidth'] / 1e9:.1f} GB/s, load {machine['loadavg']})")
+    rc = 0
+    if "lookup" in kinds:
+        n = collect_lookups(a.records, a.lookups, a.repeats, machine, sha)
+        print(f"{n} lookup records written")
+    if "step" in kinds:
+        n, failed = collect_steps(a.records, a.families, a.world_size, hw, a.repeats, a.per_job, a.timeout,
+                                  machine, sha, plans)
+        print(f"{n} step records written ({failed} jobs failed)")
+        rc = 1 if failed else 0
+    print(f"collection took {time.perf_counter() - t0:.0f} s")
+    return rc
+
+
+def _print_eval(model: dict) -> None:
+    for kind, ev in model.get("heldout", {}).items():
+        print(f"{kind}: held-out |error| median analytic {100 * ev['analytic']['median']:.0f}% (p90 "
+              f"{100 * ev['analytic']['p90']:.0f}%), learned {100 * ev['learned']['median']:.0f}% (p90 "
+              f"{100 * ev['learned']['p90']:.0f}%); {ev['train_records']} training, {ev['heldout_records']} "
+              "held-out records (held out: whole families)")
+    for kind, imp in model.get("importance", {}).items():
+        if imp:
+            top = list(imp.items())[:8]
+            print(f"{kind} importance: " + ", ".join(f"{k} {v:.2f}" for k, v in top))
+    prov = model.get("provenance", {})
+    print(f"provenance: {prov.get('step_records')} step, {prov.get('lookup_records')} lookup records from "
+          f"{prov.get('records')}, hardware {prov.get('hardware')}, git {prov.get('git_sha')}, trained "
+          f"{prov.get('trained')}, load during collection {prov.get('loadavg_1min')}")
+
+
+def _train(a: argparse.Namespace) -> int:
+    from benchmarks.perfmodel.machine import fingerprint
+    from benchmarks.perfmodel.train import train
+    from benchmarks.records import git_sha
+
+    if not Path(a.records).is_file():
+        return _fail(f"--records {a.records!r}: no such file (run `dlrmbench perfmodel collect`)")
+    hw = _hardware(a.hardware)
+    try:
+        model = train(a.records, hw, a.out, {"git_sha": git_sha(), "machine": fingerprint(0.2)})
+    except ValueError as e:
+        return _fail(str(e))
+    _print_eval(model)
+    print(f"-> {a.out}")
+    return 0
+
+
+def _evaluate(a: argparse.Namespace) -> int:
+    import numpy as np
+
+    from benchmarks.perfmodel.machine import check_machine
+    from benchmarks.perfmodel.train import read_records, step_table
+    from sharding.learned_cost import LearnedModelError, load_learned, predict_trees
+
+    try:
+        model = load_learned(a.model)
+    except LearnedModelError as e:
+        return _fail(str(e))
+    if a.records and not Path(a.records).is_file():
+        return _fail(f"--records {a.records!r}: no such file")
+    _print_eval(model)
+    for w in check_machine(model.get("provenance", {}).get("machine"), what="learned model"):
+        print(w)
+    if a.records:
+        hw = a.hardware or model["provenance"].get("hardware") or _hardware("")
+        tab = step_table(read_records(a.records), hw)
+        if not len(tab["y"]):
+            return _fail(f"--records {a.records!r} holds no step records with plans")
+        learned = np.abs(np.exp(-(tab["y"] - predict_trees(model["step"], tab["x"]))) - 1)
+        analytic = np.abs(np.exp(-tab["y"]) - 1)
+        print(json.dumps({"records": a.records, "n": int(len(tab["y"])),
+                          "analytic_median": round(float(np.median(analytic)), 4),
+                          "learned_median": round(float(np.median(learned)), 4),
+                          "learned_p90": round(float(np.quantile(learned, 0.9)), 4)}))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "perfmodel":
+        argv = argv[1:]
+    try:
+        a = _parser().parse_args(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
+    return {"collect": _collect, "train": _train, "evaluate": _evaluate}[a.cmd](a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,187 @@
+"""Fit and evaluate the learned model on measured records (`benchmarks.perfmodel.collect`).
+
+Features are the analytic model's (`sharding.learned_cost.plan_features` / `rank_features`, on the hardware
+file given: its calibration and lookup fit); the target is the log ratio measured / analytic of the step and of
+each rank's embedding-stage time, and, for single-process lookups, of the forward time over the calibration's
+lookup fit. Gradient-boosted trees (scikit-learn `GradientBoostingRegressor`, squared error, depth 3) are
+exported as arrays (`export_trees`) so that `sharding.learned_cost` predicts with numpy alone.
+Held out: families whose seed ≡ 0 mod `HOLDOUT_EVERY` (whole workloads, all their plans), so the error printed
+is on workloads the trees never saw. The saved file records the data's provenance: machines, git sha, record
+count, the load averages during collection, the hardware file, and the date.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sharding.learned_cost import (
+    RANK_FEATURES,
+    STEP_FEATURES,
+    LookupModel,
+    analytic_rank_seconds,
+    plan_features,
+    predict_trees,
+    rank_features,
+)
+
+__all__ = ["case_model", "export_trees", "fit_trees", "step_table", "lookup_table", "train", "evaluate_split", "LOOKUP_FEATURES",
+           "HOLDOUT_EVERY", "read_records"]
+
+HOLDOUT_EVERY = 5
+LOOKUP_FEATURES = ("log_analytic_us", "log_rows", "dim", "log_batch", "pooling", "alpha", "llc_ratio", "unique_share",
+                   "backend_torch")
+GBT = {"n_estimators": 150, "max_depth": 3, "learning_rate": 0.05, "subsample": 0.8, "min_samples_leaf": 3,
+       "random_state": 0}
+
+
+def read_records(path: str | Path) -> list[dict[str, Any]]:
+    out = []
+    for line in Path(path).read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out
+
+
+def export_trees(model: Any, x: np.ndarray) -> dict[str, Any]:
+    """A fitted `GradientBoostingRegressor` (squared error) as arrays: init (the training targets' mean, what
+    its constant first stage predicts), learning rate and each tree's nodes."""
+    init = float(model.init_.predict(x[:1])[0])
+    trees = []
+    for est in model.estimators_[:, 0]:
+        t = est.tree_
+        trees.append({"left": t.children_left.tolist(), "right": t.children_right.tolist(),
+                      "feature": [max(int(f), 0) for f in t.feature], "threshold": t.threshold.tolist(),
+                      "value": t.value[:, 0, 0].tolist()})
+    return {"init": init, "learning_rate": float(model.learning_rate), "trees": trees}
+
+
+def fit_trees(x: np.ndarray, y: np.ndarray, names: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, float]]:
+    """(exported trees, feature importance by name, summing to 1)."""
+    from sklearn.ensemble import GradientBoostingRegressor
+
+    params = dict(GBT, min_samples_leaf=min(GBT["min_samples_leaf"], max(1, len(y) // 4)))
+    model = GradientBoostingRegressor(**params).fit(x, y)
+    imp = {n: round(float(v), 4) for n, v in zip(names, model.feature_importances_, strict=True)}
+    return export_trees(model, x), dict(sorted(imp.items(), key=lambda kv: -kv[1]))
+
+
+def case_model(rec: dict[str, Any], hardware: str) -> tuple[Any, Any, LookupModel]:
+    """(cost model, plan, lookup fit) of a step record on `hardware`."""
+    from dataclasses import replace
+
+    from benchmarks.perfmodel.cases import workload_spec
+    from sharding.cost import CostModel
+    from sharding.plan import ShardingPlan
+    from sharding.topology import load_topology
+    from sharding.workload import PlanWorkload
+
+    spec = replace(workload_spec(tuple(rec["overrides"])), mode="train")
+    topo = load_topology(hardware, ranks=int(rec["world"]))
+    cost = CostModel(PlanWorkload.from_spec(spec), topo)
+    return cost, ShardingPlan.from_dict(rec["plan"]), LookupModel.from_hardware(hardware, topo)
+
+
+def step_table(records: list[dict[str, Any]], hardware: str) -> dict[str, Any]:
+    """Step and rank feature rows, targets (log measured / analytic) and groups (family seeds)."""
+    xs, ys, groups, xr, yr, gr, analytic, measured = [], [], [], [], [], [], [], []
+    for rec in records:
+        if rec.get("kind") != "step" or not rec.get("plan") or not rec.get("step_s"):
+            continue
+        cost, plan, lm = case_model(rec, hardware)
+        step = cost.plan_cost(plan)
+        f = plan_features(cost, plan, lm)
+        xs.append([f[k] for k in STEP_FEATURES])
+        ys.append(math.log(rec["step_s"] / step))
+        groups.append(int(rec["family"]))
+        analytic.append(step)
+        measured.append(rec["step_s"])
+        for fr, base, m in zip(rank_features(cost, plan, lm), analytic_rank_seconds(cost, plan), rec["rank_s"],
+                               strict=False):
+            if m > 0 and base > 0:
+                xr.append([fr[k] for k in RANK_FEATURES])
+                yr.append(math.log(m / base))
+                gr.append(int(rec["family"]))
+    return {"x": np.array(xs), "y": np.array(ys), "groups": np.array(groups), "xr": np.array(xr),
+            "yr": np.array(yr), "gr": np.array(gr), "analytic": np.array(analytic), "measured": np.array(measured)}
+
+
+def lookup_table(records: list[dict[str, Any]], lm: LookupModel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Lookup feature rows, targets (log measured forward / the calibration's lookup fit) and seeds."""
+    xs, ys, groups = [], [], []
+    for r in records:
+        if r.get("kind") != "lookup" or not r.get("fwd_s"):
+            continue
+        row_bytes = r["dim"] * 4
+        miss = lm.miss(r["rows"], row_bytes, r["access"], r["alpha"] or 1.05)
+        gather = r["ids"] * row_bytes
+        near = r["ids"] * 8 + r["batch"] * row_bytes + gather * (1 - miss)
+        fit = lm.call_s + near / lm.near_bandwidth + gather * miss / lm.dram_bandwidth
+        xs.append([math.log(fit * 1e6), math.log(r["rows"]), r["dim"], math.log(r["batch"]), r["pooling"],
+                   r["alpha"], r["rows"] * row_bytes / lm.llc_bytes, r["unique_rows"] / max(r["ids"], 1),
+                   float(r["backend"] == "torch")])
+        ys.append(math.log(r["fwd_s"] / fit))
+        groups.append(int(r["key"].split("/")[1]))
+    return np.array(xs), np.array(ys), np.array(groups)
+
+
+def _errors(log_ratio: np.ndarray) -> dict[str, float]:
+    """Median and p90 of |predicted − measured| / measured from log(measured / predicted)."""
+    e = np.abs(np.exp(-log_ratio) - 1.0)
+    return {"median": float(np.median(e)), "p90": float(np.quantile(e, 0.9)), "n": int(len(e))}
+
+
+def evaluate_split(x: np.ndarray, y: np.ndarray, groups: np.ndarray, names: tuple[str, ...],
+                   ) -> dict[str, Any]:
+    """Train on the families not held out, predict the held-out ones: analytic and learned errors."""
+    test = groups % HOLDOUT_EVERY == 0
+    if test.all() or not test.any():
+        test = np.arange(len(y)) % HOLDOUT_EVERY == 0  # too few families: hold out every 5th record instead
+    trees, _ = fit_trees(x[~test], y[~test], names)
+    pred = predict_trees(trees, x[test])
+    return {"analytic": _errors(y[test]), "learned": _errors(y[test] - pred), "train_records": int((~test).sum()),
+            "heldout_records": int(test.sum())}
+
+
+def train(records_path: str, hardware: str, out: str, provenance: dict[str, Any]) -> dict[str, Any]:
+    """Fit the step, rank and lookup trees on all records (the held-out evaluation fits its own), save the
+    model with its provenance and held-out errors; return the saved dict."""
+    records = read_records(records_path)
+    tab = step_table(records, hardware)
+    if len(tab["y"]) < 8:
+        raise ValueError(f"{records_path}: {len(tab['y'])} step records with plans; training needs ≥ 8 "
+                         "(run `dlrmbench perfmodel collect`)")
+    from sharding.topology import load_topology
+
+    lm = LookupModel.from_hardware(hardware, load_topology(hardware, ranks=2))
+    lx, ly, lg = lookup_table(records, lm)
+    step, step_imp = fit_trees(tab["x"], tab["y"], STEP_FEATURES)
+    rank, rank_imp = fit_trees(tab["xr"], tab["yr"], RANK_FEATURES) if len(tab["yr"]) >= 8 else (None, {})
+    lookup, lookup_imp = fit_trees(lx, ly, LOOKUP_FEATURES) if len(ly) >= 8 else (None, {})
+    steps = [r for r in records if r.get("kind") == "step"]
+    loads = [r["loadavg"][0] for r in records if r.get("loadavg")]
+    heldout = {"step": evaluate_split(tab["x"], tab["y"], tab["groups"], STEP_FEATURES)}
+    if rank is not None:
+        heldout["rank"] = evaluate_split(tab["xr"], tab["yr"], tab["gr"], RANK_FEATURES)
+    if lookup is not None:
+        heldout["lookup"] = evaluate_split(lx, ly, lg, LOOKUP_FEATURES)
+    model = {"step": step, "rank": rank, "lookup": lookup, "step_features": list(STEP_FEATURES),
+             "rank_features": list(RANK_FEATURES), "lookup_features": list(LOOKUP_FEATURES),
+             "importance": {"step": step_imp, "rank": rank_imp, "lookup": lookup_imp}, "heldout": heldout,
+             "provenance": {**provenance, "records": records_path, "step_records": len(tab["y"]),
+                            "rank_records": len(tab["yr"]), "lookup_records": len(ly), "hardware": hardware,
+                            "machines": sorted({json.dumps(r.get("machine"), sort_keys=True) for r in steps}),
+                            "record_git_shas": sorted({str(r.get("git_sha")) for r in records}),
+                            "loadavg_1min": {"median": float(np.median(loads)), "max": float(max(loads))}
+                            if loads else {}, "trained": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                            "gbt": GBT, "target": "log(measured / analytic)"}}
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(model))
+    return model

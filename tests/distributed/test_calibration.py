@@ -1,0 +1,78 @@
+"""Calibration's fits and the machine check: the lookup fit recovers known near-core and DRAM bandwidths, residuals
+are relative, and a calibration used on another machine (CPU, cores, bandwidth probe) is warned about."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import yaml
+
+from benchmarks import calibrate
+from benchmarks.perfmodel.machine import check_hardware_file, check_machine, fingerprint, llc_bytes
+
+LLC = 32 * 2**20
+
+
+def _grid() -> list[dict]:
+    pts = []
+    for dim in calibrate.DIMS:
+        for mult in calibrate.LLC_MULTIPLES:
+            rows = calibrate.lookup_rows(dim, mult, LLC, None)
+            for access in calibrate.ACCESS:
+                for batch in calibrate.BATCHES:
+                    pts.append({"dim": dim, "rows": rows, "table_bytes": rows * dim * 4, "access": access,
+                                "batch": batch, "ids": batch * 16.0})
+    return pts
+
+
+def test_lookup_fit_recovers_near_and_dram_bandwidths() -> None:
+    pts = _grid()
+    for p in pts:
+        near, dram = calibrate.lookup_terms(p, LLC)
+        p["fwd_s"] = 20e-6 + near / 50e9 + dram / 8e9
+    fit = calibrate.fit_lookup(pts, LLC)
+    assert fit["near_bandwidth"] == pytest.approx(50e9, rel=1e-3)
+    assert fit["dram_bandwidth"] == pytest.approx(8e9, rel=1e-3)
+    assert fit["call_s"] == pytest.approx(20e-6, rel=1e-3) and fit["max_residual"] < 1e-6
+
+
+def test_tables_beyond_the_cache_gather_from_dram_and_small_ones_do_not() -> None:
+    small = {"dim": 64, "rows": calibrate.lookup_rows(64, 0.25, LLC, None), "access": "uniform", "batch": 512,
+             "ids": 8192.0}
+    small["table_bytes"] = small["rows"] * 256
+    big = dict(small, rows=calibrate.lookup_rows(64, 8.0, LLC, None))
+    big["table_bytes"] = big["rows"] * 256
+    assert calibrate.lookup_terms(small, LLC)[1] == 0.0
+    assert calibrate.lookup_terms(big, LLC)[1] == pytest.approx(8192 * 256 * (1 - 1 / 8))
+    hot = dict(big, access="zipf")
+    assert calibrate.lookup_terms(hot, LLC)[1] < calibrate.lookup_terms(big, LLC)[1]
+    assert calibrate.lookup_rows(16, 8.0, LLC, 5000) == 5000
+
+
+def test_residual_is_relative_to_the_measured_time() -> None:
+    pts = [{"b": 1e6, "t": 2e-3}, {"b": 2e6, "t": 2e-3}]
+    med, worst = calibrate.residual(pts, "b", "t", (0.0, 1e9))
+    assert med == pytest.approx(0.25) and worst == pytest.approx(0.5)
+
+
+def test_machine_check_warns_on_another_cpu_core_count_or_bandwidth() -> None:
+    here = {"cpu_model": "A", "cores": 2, "copy_bandwidth": 40e9, "loadavg": [1.0, 1.0, 1.0]}
+    assert check_machine(dict(here), here) == []
+    assert check_machine(dict(here, copy_bandwidth=45e9), here) == []  # within the probe's noise
+    warns = check_machine(dict(here, cpu_model="B", cores=16, copy_bandwidth=120e9), here)
+    assert len(warns) == 3 and "cpu_model 'B'" in warns[0] and "cores 16" in warns[1] and "120.0 GB/s" in warns[2]
+    assert "no machine fingerprint" in check_machine(None, here)[0]
+
+
+def test_hardware_file_check_reads_the_stored_fingerprint(tmp_path) -> None:
+    f = tmp_path / "hw.yaml"
+    f.write_text(yaml.safe_dump({"device": "cpu", "calibration": {}, "machine": {"cpu_model": "elsewhere",
+                                                                                 "cores": 999}}))
+    warns = check_hardware_file(str(f))
+    assert len(warns) == 2 and all(str(f) in w for w in warns)
+    assert check_hardware_file("dev_2core") == []  # a preset: nothing measured, nothing to check
+
+
+def test_fingerprint_names_the_machine() -> None:
+    fp = fingerprint(probe_s=0.05)
+    assert fp["cores"] >= 1 and fp["copy_bandwidth"] > 0 and fp["cpu_model"] and len(fp["loadavg"]) == 3
+    assert llc_bytes() > 0 and np.isfinite(fp["memory_bytes"])

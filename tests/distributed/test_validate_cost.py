@@ -1,0 +1,48 @@
+"""validate-cost: ≥ 20 plans over ≥ 5 workloads, none a training family; the table has the analytic, learned and
+TorchRec columns with median and p90 errors; bad input is one line, exit 2, before anything runs."""
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import validate_cost
+from benchmarks.perfmodel.cases import family
+
+
+def test_cases_cover_twenty_plans_over_five_workloads_none_from_a_training_family() -> None:
+    cases = validate_cost.build_cases(2, quick=False)
+    assert len(cases) >= 20 and len({c["label"].split("/")[0] for c in cases}) >= 5
+    families = {tuple(family(s)) for s in range(50)}
+    assert not any(tuple(c["overrides"]) in families for c in cases)
+    quick = validate_cost.build_cases(2, quick=True)
+    assert len(quick) == 2 * len(validate_cost.WORKLOADS)
+
+
+def test_error_table_reports_median_and_p90_of_each_model() -> None:
+    cases = [{"case": f"c{i}", "types": {"TW": 2}, "rounds": 1, "round_steps": [10.0], "measured": 10.0,
+              "ours": 10.0 + i, "learned": 10.0 + i / 2, "torchrec": 5.0, "rank_measured": [8.0, 8.0],
+              "rank_ours": [8.0 + i, 8.0], "rank_learned": [8.0, 8.0], "rank_torchrec": [4.0, 4.0]}
+             for i in range(5)]
+    lines, med = validate_cost.error_table(cases)
+    assert med["ours"] == pytest.approx(0.2) and med["learned"] == pytest.approx(0.1)
+    assert med["torchrec"] == pytest.approx(0.5) and med["ours_p90"] == pytest.approx(0.36)
+    assert med["learned_rank"] == 0.0 and med["torchrec_rank"] == pytest.approx(0.5)
+    text = "\n".join(lines)
+    assert "learned err" in text and "p90" in text
+
+
+def test_cases_without_a_learned_model_show_a_dash() -> None:
+    case = {"case": "c", "types": {"RW": 1}, "rounds": 1, "round_steps": [4.0], "measured": 4.0, "ours": 5.0,
+            "torchrec": None, "rank_measured": [3.0], "rank_ours": [3.0], "rank_torchrec": None}
+    lines, med = validate_cost.error_table([case])
+    assert "learned" not in med and "| — | — |" in lines[2]
+
+
+@pytest.mark.parametrize("argv, message", [(["--workloads", "huge"], "--workloads 'huge'"),
+                                           (["--hardware", "nowhere"], "no hardware config"),
+                                           (["--model", "/no/model.json"], "cannot be read"),
+                                           (["--world-sizes", "1"], "--world-sizes")])
+def test_bad_input_is_one_line_before_any_run(argv, message, tmp_path, capsys) -> None:
+    records = tmp_path / "r.jsonl"
+    assert validate_cost.main([*argv, "--records", str(records)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1 and not records.exists()

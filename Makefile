@@ -1,5 +1,5 @@
 # dlrmbench: `make bench` runs the default benchmark, `make test` the quick tests (`make test-all` adds the slow
-# integration tests; CI runs both). All create .venv when missing.
+# integration tests; CI runs `make test` and `make test-slow`). All create .venv when missing.
 # Where nvidia-smi finds a GPU (or with GPU=1) the CUDA fbgemm-gpu of the same release replaces fbgemm-gpu-cpu.
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -11,7 +11,7 @@ LOG    := $(VENV)/install.log
 EXPECTED := ^torchrec [0-9.]* requires fbgemm-gpu, which is not installed
 PYTEST_ARGS ?=
 
-.PHONY: setup bench test test-all perf sample-report lint clean
+.PHONY: setup bench test test-all test-slow perf sample-report lint clean
 COMPARE ?=
 setup: $(STAMP)
 
@@ -41,12 +41,15 @@ $(STAMP): requirements/cpu.txt requirements/gpu.txt requirements/common.txt pypr
 bench: $(STAMP)
 	$(PY) -m benchmarks.run
 
-# the quick tests (the README's test command); test-all also runs those marked slow (long integration tests)
+# the quick tests (the README's test command); test-slow those marked slow (long integration tests), test-all both
 test: $(STAMP)
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 test-all: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)
 
 # pytest-benchmark suite of the hot kernels; COMPARE=NNNN compares with a saved run (fails on a 25% median slowdown)
 perf: $(STAMP)

@@ -3,7 +3,7 @@
   regress deterministic [--baseline results/baselines/deterministic_smoke.json] [--now FILE] [--save FILE]
       exact figures (trace statistics, cache hits/misses, NMP emulated cycles and bytes, plan costs of the
       deterministic planners) recomputed now and compared within a stated tolerance (default relative 1e-9).
-  regress timed [--baseline FILE ...] [--save FILE] [--rounds 6] [--repeats 5] [--threshold 0.10] [--k 3] [--load]
+  regress timed [--baseline FILE ...] [--save FILE] [--rounds 8] [--repeats 5] [--threshold 0.10] [--k 3] [--load]
   regress timed --compare BASELINE RUN
       kernels timed (CPU time) beside a reference kernel in the same process, interleaved, in several rounds; a
       regression needs the median ratio to move beyond max(threshold, k × the run-to-run noise), consistently
@@ -309,7 +309,7 @@ def main(argv: list[str]) -> int:
     t.add_argument("--compare", nargs=2, default=None, metavar=("BASELINE", "RUN"),
                    help="compare two saved runs without measuring")
     t.add_argument("--save", default=None, help="write the run measured now here")
-    t.add_argument("--rounds", type=int, default=6, help="independent rounds per run (≥ 3)")
+    t.add_argument("--rounds", type=int, default=8, help="independent rounds per run (≥ 3)")
     t.add_argument("--repeats", type=int, default=5, help="interleaved kernel/reference pairs per round (≥ 1)")
     t.add_argument("--threshold", type=float, default=0.10, help="relative change that counts (0.10 = 10%%)")
     t.add_argument("--k", type=float, default=3.0, help="times the run-to-run noise a change must exceed")

@@ -22,7 +22,7 @@ import numpy as np
 
 __all__ = ["main"]
 
-PROBES = ("torch_forward/gather", "lru_simulate/unique")
+PROBES = ("torch_forward/embedding_bag", "lru_simulate/unique")
 
 
 def _run(out: Path, name: str, baseline: list[str], extra: list[str]) -> dict:
@@ -88,7 +88,7 @@ def _table(rows: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.regress_power", description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=20, help="runs per condition (≥ 1)")
-    ap.add_argument("--baseline-runs", type=int, default=4,
+    ap.add_argument("--baseline-runs", type=int, default=6,
                     help="runs saved as the baseline, alternately quiet and under --load (≥ 1)")
     ap.add_argument("--plants", default="1.25,2", help="planted slowdown factors, comma-separated, each in (1, 16]")
     ap.add_argument("--conditions", default="quiet,load,planted",
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(_condition(out, label.replace(" ", "").replace(",", "_").replace("--", ""), args.runs,
                                baseline, load, plant))
         rows[-1]["condition"] = label
-        how = (f"each run a fresh process of `dlrmbench regress timed` (defaults: 6 rounds × 5 pairs, threshold 10%, "
+        how = (f"each run a fresh process of `dlrmbench regress timed` (defaults: 8 rounds × 5 pairs, threshold 10%, "
                f"k 3, re-measure on suspicion) against {args.baseline_runs} baseline run(s) (alternately quiet and "
                "--load); --load = 2 busy + 1 streaming-memory process; 'quiet' = no load of ours (other users' load "
                f"shows in the load average); {time.perf_counter() - t0:.0f} s so far")

@@ -27,7 +27,7 @@ import numpy as np
 
 from benchmarks.distributed.config import compose_dist
 from benchmarks.distributed.jobs import metric_value, rank_values, run_cases
-from benchmarks.errors import OneLineParser
+from benchmarks.errors import InputError, OneLineParser, check_output_file, one_line
 from benchmarks.records import append_records, environment, git_sha, metric, new_run_id
 from embedding.workload_config import build_workload
 from sharding.layouts import column_splits, table_plan
@@ -170,6 +170,18 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def check_args(hardware: str, records: str, timeout: float, worlds: list[int]) -> None:
+    """What every job of validate-cost or compare-plans needs, checked once before the first job starts."""
+    from benchmarks.distributed.config import TIMEOUT_MAX_S
+    from sharding.topology import load_topology
+
+    if not 0 < timeout <= TIMEOUT_MAX_S:
+        raise InputError(f"--timeout {timeout} must be > 0 and ≤ {TIMEOUT_MAX_S} s")
+    check_output_file(records, "--records")
+    for w in worlds:
+        load_topology(hardware, ranks=w)
+
+
 def default_hardware(given: str) -> str:
     if given:
         return given
@@ -194,6 +206,11 @@ def main(argv: list[str] | None = None) -> int:
         print("dlrmbench validate-cost: error: --rounds and --repeats must be ≥ 1", file=sys.stderr)
         return 2
     hw = default_hardware(args.hardware)
+    try:
+        check_args(hw, args.records, args.timeout, worlds)
+    except (ValueError, OSError) as e:
+        print(f"dlrmbench validate-cost: error: {one_line(e)}", file=sys.stderr)
+        return 2
     rounds = 1 if args.quick else args.rounds
     overrides = [f"dist.hardware={hw}", "dist.model=embedding", "dist.mode=train"]
     overrides += ["dist.repeats=5", "dist.warmup=2"] if args.quick else [f"dist.repeats={args.repeats}"]

@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from benchmarks.errors import OneLineParser
+from benchmarks.errors import OneLineParser, check_output_file
 
 __all__ = ["main", "fit_bandwidth", "fit_latency_bandwidth", "stage_overheads", "stage_bandwidths", "step_overhead",
            "OVERHEAD_PLANS"]
@@ -512,9 +512,20 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "calibrate":
         argv = argv[1:]
     args = _parser().parse_args(argv)
-    if args.world_size < 2 or (args.rows is not None and args.rows < 1000) or args.repeats < 1 or args.rounds < 1:
-        print("dlrmbench calibrate: error: needs --world-size ≥ 2, --rows ≥ 1000, --repeats ≥ 1, --rounds ≥ 1", file=sys.stderr)
+    if args.world_size < 2 or (args.rows is not None and args.rows < 1000) or args.repeats < 1 or args.rounds < 1 or not 0 < args.timeout <= 7 * 86400:
+        print("dlrmbench calibrate: error: needs --world-size ≥ 2, --rows ≥ 1000, --repeats ≥ 1, --rounds ≥ 1, "
+              f"0 < --timeout ≤ 604800 s; got {args.world_size}, {args.rows}, {args.repeats}, {args.rounds}, "
+              f"{args.timeout}", file=sys.stderr)
         return 2
+    if not args.rank_worker:
+        from benchmarks.distributed.launch import check_world_size
+
+        try:
+            check_output_file(args.out, "--out")
+            check_world_size(args.world_size, 0.0, False)
+        except ValueError as e:
+            print(f"dlrmbench calibrate: error: {e}", file=sys.stderr)
+            return 2
     if args.rank_worker:
         rc = _rank_main(args)  # an exception propagates as before (traceback, exit 1)
         sys.stdout.flush()

@@ -8,8 +8,8 @@ from __future__ import annotations
 import sys
 
 from benchmarks.distributed.jobs import metric_value, run_cases
-from benchmarks.errors import OneLineParser
-from benchmarks.validate_cost import default_hardware
+from benchmarks.errors import OneLineParser, one_line
+from benchmarks.validate_cost import check_args, default_hardware
 
 __all__ = ["main", "PLANNERS"]
 
@@ -75,6 +75,11 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     hw = default_hardware(args.hardware)
+    try:
+        check_args(hw, args.records, args.timeout, [args.world_size])
+    except (ValueError, OSError) as e:
+        print(f"dlrmbench compare-plans: error: {one_line(e)}", file=sys.stderr)
+        return 2
     base = [*overrides, f"dist.hardware={hw}"] + (["dist.repeats=5", "dist.warmup=2"] if args.quick else [])
     cases = [{"label": name, "overrides": [], "plan": name} for name in PLANNERS]
     if args.cost_model == "learned":

@@ -44,18 +44,11 @@ INPUT_ERRORS = (SpecError, BackendError, CacheConfigError, CacheInputError, NmpC
 CONFIG_ERRORS = (*INPUT_ERRORS, HydraException, OmegaConfBaseException)
 
 
-def batch_bytes(spec: WorkloadSpec) -> float:
-    """Bytes of one generated batch: indices (8 per lookup), lengths and offsets (8 per bag), dense features and
-    labels (4 each)."""
-    bags = spec.num_tables * spec.batch_size
-    return spec.batch_size * (spec.lookups_per_sample * 8 + spec.dense.num_dense_features * 4 + 4) + bags * 16
-
-
 def _check_memory(spec: WorkloadSpec, fraction: float) -> None:
     """Refuse, before generating anything, a workload whose tables, or whose batches (kept twice: as generated and
     as each backend's input tensors), need more than `fraction` of this machine's memory."""
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    tables, batches = spec.total_bytes, 2 * spec.num_batches * batch_bytes(spec)
+    tables, batches = spec.total_bytes, 2 * spec.num_batches * spec.batch_bytes
     if tables + batches <= fraction * total:
         return
     share = f"more than {fraction:.0%} of this machine's {total / 2**30:.1f} GiB (bench.max_memory_fraction)"

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.distributed.jobs import metric_value, rank_values, run_cases
-from benchmarks.errors import OneLineParser
+from benchmarks.errors import InputError, OneLineParser, check_output_file, one_line
 from benchmarks.perfmodel.cases import build_plan
 from benchmarks.perfmodel.machine import check_hardware_file, check_machine, loadavg
 from benchmarks.records import append_records, environment, git_sha, metric, new_run_id
@@ -202,6 +202,18 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def check_args(hardware: str, records: str, timeout: float, worlds: list[int]) -> None:
+    """What every job of validate-cost or compare-plans needs, checked once before the first job starts."""
+    from benchmarks.distributed.config import TIMEOUT_MAX_S
+    from sharding.topology import load_topology
+
+    if not 0 < timeout <= TIMEOUT_MAX_S:
+        raise InputError(f"--timeout {timeout} must be > 0 and ≤ {TIMEOUT_MAX_S} s")
+    check_output_file(records, "--records")
+    for w in worlds:
+        load_topology(hardware, ranks=w)
+
+
 def default_hardware(given: str) -> str:
     if given:
         return given
@@ -244,6 +256,11 @@ def main(argv: list[str] | None = None) -> int:
     from sharding.learned_cost import LearnedModelError, load_learned
     from sharding.topology import TopologyError, load_topology
 
+    try:
+        check_args(hw, args.records, args.timeout, worlds)
+    except (ValueError, OSError) as e:
+        print(f"dlrmbench validate-cost: error: {one_line(e)}", file=sys.stderr)
+        return 2
     try:
         load_topology(hw)
     except TopologyError as e:

@@ -160,6 +160,13 @@ class WorkloadSpec:
         return sum(t.bytes for t in self.tables)
 
     @property
+    def batch_bytes(self) -> float:
+        """Bytes of one generated batch: indices (8 per lookup), lengths and offsets (8 each per bag), dense
+        features and labels (4 bytes each)."""
+        bags = self.num_tables * self.batch_size
+        return self.batch_size * (self.lookups_per_sample * 8 + self.dense.num_dense_features * 4 + 4) + bags * 16
+
+    @property
     def capped_tables(self) -> list[str]:
         if not self.original_rows:
             return []

@@ -93,6 +93,8 @@ def validate_trace(ind: np.ndarray, off: np.ndarray, lens: np.ndarray, name: str
     if ind.ndim != 1 or off.ndim != 1 or lens.ndim != 2:
         raise TraceError(f"{name}: shapes indices {ind.shape}, offsets {off.shape}, lengths {lens.shape}; "
                          "expected (N,), (T·B+1,), (T, B)")
+    if lens.shape[0] == 0 or lens.shape[1] == 0:
+        raise TraceError(f"{name}: lengths is {lens.shape}: a trace needs ≥ 1 table and ≥ 1 sample")
     if off.size != lens.size + 1:
         raise TraceError(f"{name}: offsets has {off.size} entries, lengths is {lens.shape} so T·B+1 = {lens.size + 1}")
     if off[0] != 0 or np.any(np.diff(off) < 0):

@@ -109,10 +109,16 @@ def load_cases(cfg: DistRunConfig, overrides: list[str]) -> list[tuple[str, list
         return [(cfg.dist.plan, overrides, None)]
     try:
         entries = json.loads(Path(cfg.dist.cases).read_text())
-    except (OSError, json.JSONDecodeError) as e:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise PlanError(f"dist.cases: cannot read {cfg.dist.cases!r}: {e}") from None
     if not isinstance(entries, list) or not entries:
         raise PlanError(f"dist.cases {cfg.dist.cases!r} must hold a non-empty JSON list of cases")
+    for i, e in enumerate(entries):
+        if not (isinstance(e, dict) and isinstance(e.get("overrides", []), list)
+                and all(isinstance(o, str) for o in e.get("overrides", []))
+                and (e.get("plan") is None or isinstance(e["plan"], (str, dict)))):
+            raise PlanError(f"dist.cases {cfg.dist.cases!r}: case {i} must be {{label, overrides: [strings], plan: "
+                            "optimizer name, plan file or plan}}")
     base = [o for o in overrides if not o.startswith("dist.cases=")]
     return [(str(e.get("label", i)), base + list(e.get("overrides", [])), e.get("plan"))
             for i, e in enumerate(entries)]

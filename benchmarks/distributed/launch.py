@@ -62,20 +62,24 @@ def _available_bytes() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-def check_world_size(world: int, table_bytes: float, verify: bool, available: int | None = None) -> None:
+def check_world_size(world: int, table_bytes: float, verify: bool, batch_bytes: float = 0.0,
+                     available: int | None = None) -> None:
     """Refuse `world` local ranks when this machine's available memory cannot hold them: RANK_BASE_BYTES per rank,
-    the tables once (sharded) plus optimizer state, and with dist.verify one unsharded copy per rank."""
+    the tables once (sharded) plus optimizer state, with dist.verify one unsharded copy per rank, and each rank's
+    batches (`batch_bytes` per rank, kept as generated and as input tensors)."""
     available = _available_bytes() if available is None else available
     tables = 2 * table_bytes + (world * table_bytes if verify else 0.0)
-    need = world * RANK_BASE_BYTES + tables
+    per_rank = RANK_BASE_BYTES + (table_bytes if verify else 0.0) + 2 * batch_bytes
+    need = world * per_rank + 2 * table_bytes
     if need <= available:
         return
-    fit = max(0, int((available - 2 * table_bytes) // (RANK_BASE_BYTES + (table_bytes if verify else 0))))
+    fit = max(0, int((available - 2 * table_bytes) // per_rank))
     raise InputError(f"dist.world_size={world}: {world} local ranks need about {need / 2**30:.1f} GiB ({world} × "
                      f"{RANK_BASE_BYTES >> 20} MiB per rank for torch and TorchRec + {tables / 2**30:.2f} GiB of "
-                     f"tables{', one unsharded copy per rank for dist.verify' if verify else ''}), more than the "
-                     f"{available / 2**30:.1f} GiB this machine has available; at most {fit} ranks fit here (more "
-                     "ranks: several nodes under torchrun)")
+                     f"tables{', one unsharded copy per rank for dist.verify' if verify else ''} + "
+                     f"{world * 2 * batch_bytes / 2**30:.2f} GiB of batches), more than the {available / 2**30:.1f} "
+                     f"GiB this machine has available; at most {fit} ranks fit here (fewer workload.num_batches or "
+                     "a smaller workload.batch_size, or several nodes under torchrun)")
 
 
 def preflight(cfg: DistRunConfig, overrides: list[str]) -> list[dict[str, Any]]:
@@ -95,9 +99,9 @@ def preflight(cfg: DistRunConfig, overrides: list[str]) -> list[dict[str, Any]]:
         raise DistConfigError(f"dist.world_size={world}: a local job needs ≥ 1 ranks")
     check_output_file(cfg.output.records, "output.records")
     check_output_dir(cfg.dist.output_dir, "dist.output_dir")
-    resolved, largest, verify = [], 0.0, False
     base = [o for o in overrides if not o.lstrip("+").startswith("dist.cases=")]
-    for label, case_overrides, source in load_cases(cfg, overrides):
+    composed = []
+    for label, case_overrides, source in load_cases(cfg, overrides):  # first what costs little: configs, tables
         c = compose_dist(case_overrides)
         spec = build_workload(c.workload)
         spec = replace(spec, mode=spec.mode if c.dist.mode == "workload" else c.dist.mode)
@@ -106,16 +110,19 @@ def preflight(cfg: DistRunConfig, overrides: list[str]) -> list[dict[str, Any]]:
             raise InputError(f"{where}dist.verify=true needs tables ≤ {VERIFY_MAX_BYTES >> 20} MiB (every rank holds "
                              f"the unsharded module), workload {spec.name!r} has {spec.total_bytes / 2**20:.0f} MiB; "
                              "lower workload.max_rows")
+        composed.append((label, case_overrides, source, c, spec, where))
+    check_world_size(world, max(x[4].total_bytes for x in composed), any(x[3].dist.verify for x in composed),
+                     max(x[4].num_batches * x[4].batch_bytes for x in composed))
+    resolved = []
+    for label, case_overrides, source, c, spec, where in composed:  # then the plans, on dist.world_size ranks
         topo = load_topology(c.dist.hardware, ranks=world)
         try:
             plan = make_plan(source if source is not None else c.dist.plan,
                              PlanWorkload.from_spec(spec, optimizer=c.dist.optimizer), topo)
         except (PlanError, ValueError) as e:
             raise PlanError(f"{where}{one_line(e)}") from None
-        largest, verify = max(largest, spec.total_bytes), verify or c.dist.verify
         resolved.append({"label": label, "overrides": case_overrides[len(base):] if cfg.dist.cases else [],
                          "plan": plan.to_dict()})
-    check_world_size(world, largest, verify)
     return resolved
 
 

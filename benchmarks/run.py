@@ -92,11 +92,11 @@ def execute(cfg: Config) -> list[dict]:
     equal_dims = len({t.dim for t in spec.tables}) == 1 and spec.tables[0].dim == spec.dense.bottom_mlp[-1]
     model = cfg.bench.model and equal_dims
     measured_calls = len(cfg.backend.names) * (cfg.bench.warmup + cfg.bench.repeats) * (2 if model else 1)
-    overhead_budget = measured_calls // 10 if cfg.bench.overhead else 0  # the check costs ≤ 10% of the calls
+    overhead_budget = measured_calls // 10  # the overhead check costs ≤ 10% of the run's backend calls
     overhead, overhead_s = None, 0.0
-    for name in cfg.backend.names:
+    for i, name in enumerate(cfg.backend.names):
         result = run_backend(name, spec, batches, weights, cfg.placement, cfg.backend, cfg.bench,
-                             overhead_calls=overhead_budget if overhead is None and cfg.bench.overhead else 0)
+                             overhead_calls=overhead_budget if i == 0 and cfg.bench.overhead else None)
         records.append(dict(base, kind="lookup", backend=name, kernel=result.kernel, optimizer=result.optimizer,
                             metrics=result.metrics, load=result.load))
         if result.overhead:

@@ -30,6 +30,7 @@ from .local import run_backend, run_model
 from .records import append_records, environment, git_sha, metric, new_run_id
 from .report_table import print_table
 from .sweep import SKIPPED, skip_finished_job
+from .trust import LoadProbe
 
 register_configs()
 
@@ -74,9 +75,10 @@ def execute(cfg: Config) -> list[dict]:
     if cfg.bench.threads:
         torch.set_num_threads(cfg.bench.threads)
     generate_batches(replace(spec, num_batches=1, batch_size=min(spec.batch_size, 8)))  # compile/load numba code
-    t0 = time.perf_counter()
-    batches = generate_batches(spec)
-    gen_s = time.perf_counter() - t0
+    with LoadProbe(torch.get_num_threads()) as gen_load:
+        t0 = time.perf_counter()
+        batches = generate_batches(spec)
+        gen_s = time.perf_counter() - t0
     lookups = sum(b.num_lookups for b in batches)
     stats = trace_statistics(batches, spec.num_tables)
     weights = init_weights(spec)
@@ -84,7 +86,7 @@ def execute(cfg: Config) -> list[dict]:
             "config": OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True), "env": environment(),
             "workload": workload_summary(spec), "workload_stats": stats["overall"],
             "placement": cfg.placement.name, "precision": cfg.backend.precision}
-    records = [dict(base, kind="generation", backend=None, metrics=[
+    records = [dict(base, kind="generation", backend=None, load=gen_load.result, metrics=[
         metric("generation_rate", lookups / gen_s, "indices/s",
                f"{lookups} indices of {len(batches)} batches (lengths, indices, dense features) in one timed "
                "call of generate_batches, before any backend ran" + (" (read from the trace)" if spec.trace else ""))])]

@@ -110,6 +110,7 @@ def test_run_quotes_one_median_and_the_share_its_overhead_check_cost():
                                       "bench.ceilings=false", "bench.model=false", "output.progress=false"]))
     lookup = next(r for r in records if r["kind"] == "lookup" and r["backend"] == "torch")
     assert set(lookup["load"]) >= {"loadavg_before", "loadavg_after", "cpus", "cpu_share", "steal_share"}
+    assert all("load" in r for r in records if r["kind"] in ("generation", "lookup", "overhead"))
     batch = next(m for m in lookup["metrics"] if m["name"] == "batch_time")
     assert batch["p25"] <= batch["value"] <= batch["p75"] and "rel_iqr" in batch
     over = {m["name"]: m for m in next(r for r in records if r["kind"] == "overhead")["metrics"]}

@@ -139,8 +139,8 @@ def harness_overhead(fn, n_inputs: int, device: torch.device, measured: Timing, 
     rounds = min(11, budget_calls // 2)
     if rounds < 1:
         out.append(metric("harness_overhead_ab_skipped", budget_calls, "calls",
-                          "A/B against a bare loop not run: its budget (10% of the run's measured calls) is under "
-                          "two backend calls"))
+                          "A/B against a bare loop not run: its budget (10% of this backend's measured calls) is "
+                          "under two backend calls"))
         return out
     per_round = max(1, budget_calls // (2 * rounds))
     ratios, bare_calls = [], []

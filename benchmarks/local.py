@@ -162,6 +162,9 @@ def harness_overhead(fn, n_inputs: int, device: torch.device, measured: Timing, 
                       f"wall time of time_calls over a bare loop calling {name} {per_round} time(s), median of "
                       f"{rounds} alternating rounds ({2 * rounds * per_round} backend calls; the bare calls' mean "
                       f"wall time {np.mean(bare_calls) * 1e3:.3f} ms includes what the per-call clock leaves out); "
-                      "min/max show the machine's noise", min=float(r.min()), max=float(r.max()), repeats=rounds,
+                      "min/max show the machine's noise" + (f"; only {rounds} round(s) fit the budget: read it as noise, "
+                                                            "not a figure (more bench.repeats buy more rounds)"
+                                                            if rounds < 3 else ""),
+                      min=float(r.min()), max=float(r.max()), repeats=rounds,
                       calls=2 * rounds * per_round))
     return out

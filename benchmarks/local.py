@@ -38,7 +38,7 @@ class BackendResult:
     load: dict | None = None
     """the machine's load over the timed calls (benchmarks.trust.LoadProbe)"""
     overhead: list[dict] = field(default_factory=list)
-    """harness-overhead metrics, when this backend was asked for them (overhead_calls > 0)"""
+    """harness-overhead metrics, when this backend was asked for them (overhead_calls not None)"""
     overhead_s: float = 0.0
     """wall time the harness-overhead check took"""
 
@@ -62,9 +62,9 @@ def _step_fn(backend: LookupBackend, inputs: list, train: bool, batch_size: int)
 
 
 def run_backend(name: str, spec: WorkloadSpec, batches: list[Batch], weights, placement: PlacementConfig,
-                cfg: BackendConfig, bench: BenchConfig, overhead_calls: int = 0) -> BackendResult:
-    """Time one backend; with overhead_calls > 0 also measure the harness's cost on it (at most that many extra
-    backend calls)."""
+                cfg: BackendConfig, bench: BenchConfig, overhead_calls: int | None = None) -> BackendResult:
+    """Time one backend; with overhead_calls (not None) also measure the harness's cost on it, making at most that
+    many extra backend calls."""
     backend = make_backend(name, spec, weights, placement, cfg)
     inputs = [backend.prepare(b) for b in batches]
     train = spec.mode == "train"
@@ -72,7 +72,7 @@ def run_backend(name: str, spec: WorkloadSpec, batches: list[Batch], weights, pl
     overhead, overhead_s = [], 0.0
     with torch.set_grad_enabled(train):
         timing = time_calls(fn, len(inputs), bench.warmup, bench.repeats, backend.device)
-        if overhead_calls > 0:
+        if overhead_calls is not None:
             t0 = time.perf_counter()
             overhead = harness_overhead(fn, len(inputs), backend.device, timing, overhead_calls, name)
             overhead_s = time.perf_counter() - t0
@@ -139,8 +139,8 @@ def harness_overhead(fn, n_inputs: int, device: torch.device, measured: Timing, 
     rounds = min(11, budget_calls // 2)
     if rounds < 1:
         out.append(metric("harness_overhead_ab_skipped", budget_calls, "calls",
-                          "A/B against a bare loop not run: its budget (10% of the run's measured calls) is under "
-                          "two backend calls"))
+                          "A/B against a bare loop not run: its budget (10% of this backend's measured calls) is "
+                          "under two backend calls"))
         return out
     per_round = max(1, budget_calls // (2 * rounds))
     ratios, bare_calls = [], []
@@ -162,6 +162,9 @@ def harness_overhead(fn, n_inputs: int, device: torch.device, measured: Timing, 
                       f"wall time of time_calls over a bare loop calling {name} {per_round} time(s), median of "
                       f"{rounds} alternating rounds ({2 * rounds * per_round} backend calls; the bare calls' mean "
                       f"wall time {np.mean(bare_calls) * 1e3:.3f} ms includes what the per-call clock leaves out); "
-                      "min/max show the machine's noise", min=float(r.min()), max=float(r.max()), repeats=rounds,
+                      "min/max show the machine's noise" + (f"; only {rounds} round(s) fit the budget: read it as noise, "
+                                                            "not a figure (more bench.repeats buy more rounds)"
+                                                            if rounds < 3 else ""),
+                      min=float(r.min()), max=float(r.max()), repeats=rounds,
                       calls=2 * rounds * per_round))
     return out

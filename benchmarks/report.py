@@ -161,9 +161,9 @@ def backend_figures(records: list[dict]) -> list[Figure]:
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in recs:
         groups[_config_key(r, ("backend.names", "backend.precision"))].append(r)
-    bars = {k: len({(r["backend"], r.get("precision")) for r in g}) for k, g in groups.items()}
-    if any(n > 1 for n in bars.values()):
-        groups = {k: g for k, g in groups.items() if bars[k] > 1}
+    n_bars = {k: len({(r["backend"], r.get("precision")) for r in g}) for k, g in groups.items()}
+    if any(n > 1 for n in n_bars.values()):
+        groups = {k: g for k, g in groups.items() if n_bars[k] > 1}
     titles = defaultdict(list)
     for key, group in groups.items():
         titles[_workload_title(group[0])].append(key)

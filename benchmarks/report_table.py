@@ -60,7 +60,9 @@ def format_table(records: list[dict]) -> str:
     for r in records:
         if r["kind"] in ("ceiling", "generation", "overhead"):
             for m in r["metrics"]:
-                val = f"{m['value'] / 1e6:.1f} M{m['unit']}" if m["unit"] == "indices/s" else f"{m['value']:.2f} {m['unit']}"
+                v = m["value"]
+                val = (f"{v / 1e6:.1f} M{m['unit']}" if m["unit"] == "indices/s"
+                       else f"{v:.2g} {m['unit']}" if 0 < abs(v) < 0.1 else f"{v:.2f} {m['unit']}")
                 lines.append(f"{m['name']:>18}: {val}  ({m['method']})")
     for r in records:
         if r["kind"] in ("cache", "nmp"):

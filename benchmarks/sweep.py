@@ -301,6 +301,10 @@ class SweepCallback(_callback_base()):
             write_tables(gather(sweep_dir, records), sweep_dir)
         except Exception as e:  # the table must never break the sweep; say why it is missing
             print(f"[sweep] could not write the sweep table: {type(e).__name__}: {e}", file=sys.stderr)
+            return
+        if failed:  # Hydra then ends the sweep with an error and on_multirun_end never runs: say it here
+            print(f"[sweep] job {config.hydra.job.num} failed; its row and the others are in "
+                  f"{sweep_dir / 'sweep.md'}", file=sys.stderr)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         """Say where the sweep's summary went (and the records behind it), once, when the sweep ends."""

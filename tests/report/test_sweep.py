@@ -34,6 +34,7 @@ def swept(tmp_path_factory):
 def test_sweep_with_a_failed_job_is_tabulated(swept):
     tmp, first = swept
     assert first.returncode != 0  # Hydra reports the failed job
+    assert f"failed; its row and the others are in {tmp / 'sweep' / 'sweep.md'}" in first.stderr
     rows = list(csv.DictReader(open(tmp / "sweep" / "sweep.csv")))
     status = {(r["backend.names"], r["cache.capacity_fraction"]): r["status"] for r in rows}
     assert status == {("[]", "0.1"): "ok", ("[bogus]", "0.1"): "failed", ("[]", "0.3"): "ok",

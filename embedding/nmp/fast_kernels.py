@@ -67,6 +67,11 @@ def _new_state(ranks, banks, bank_groups, window):
 @njit(cache=True, inline="always")
 def _book(cb, t, n):
     """Earliest t' ≥ t with command slots t'..t'+n-1 free on the command bus `cb` (cycles mod CMD_SLOTS); booked."""
+    if n == 1:  # one-cycle commands (DDR4): the plain scan
+        while cb[t & CMD_MASK] == t:
+            t += 1
+        cb[t & CMD_MASK] = t
+        return t
     while True:
         k = 0
         while k < n and cb[(t + k) & CMD_MASK] != t + k:
@@ -228,8 +233,10 @@ def serve_fast(seq, lo, hi, rank, bank, row, bursts, earliest, col_floor, window
         # the vector's bursts hit one bank group, spaced `gap` so another bank group's burst fills between (as the
         # detailed model spaces them); the bus is charged b·tBL, i.e. the interleaving is assumed to succeed
         for k in range(1, nb_):  # the other bursts' column commands, one per tBL as the bus is charged
-            for m in range(ncmd):
-                cb[(tcol + k * tBL + m) & CMD_MASK] = tcol + k * tBL + m
+            cb[(tcol + k * tBL) & CMD_MASK] = tcol + k * tBL
+            if ncmd > 1:
+                for m in range(1, ncmd):
+                    cb[(tcol + k * tBL + m) & CMD_MASK] = tcol + k * tBL + m
         tlast = tcol + (nb_ - 1) * gap
         free = tcol + tCL + nb_ * tBL
         rank_st[r, R_BG + bg] = tlast + tCCD_L - (nb_ - 1) * tBL  # interleaved: the next vector of this bank group
@@ -321,7 +328,7 @@ def _nmp_channel(c, send, pstart, packet_base, grouped, gstart, ranks, rank, ban
             i = send[k]
             if sends_inst[i]:  # a TensorDIMM slice after its vector's first sends no instruction
                 ca_u += inst_num
-                ca = (ca_u + inst_den - 1) // inst_den
+                ca = ca_u if inst_den == 1 else (ca_u + inst_den - 1) // inst_den
             earliest[i] = max(ca, barrier) if packet_sync == SYNC_STRICT else ca
             if hit[i]:
                 finish[i] = max(earliest[i], barrier if packet_sync == SYNC_OVERLAP else NEVER) + 1

@@ -169,11 +169,12 @@ be hidden behind other requests and the last read's own ACT -> data latency (tRC
 Under strict sync these add once per packet and overlap nothing; off lets the ranks that finished early start
 the next packet in that slack (idle), which is what hides them (overlap only opens p+1's rows early: part of the
 fill). Deeper queues do not help (FR-FCFS serves the oldest ready read, not the bank with most work left: 8 ranks
-strict 6.36 / 6.21 / 6.14 at 32 / 64 / 160 entries, batch 32). So under the stated assumptions (strict barrier,
-FR-FCFS within a packet) the loss cannot be hidden; the resource bound (strict bound) leaves room only for an
-in-packet scheduler that orders reads bank-aware, which the paper does not describe. Its 7.35 at 8 ranks is
-reproduced within 10% (-4 to -5%) with ranks overlapping successive packets (packet_sync=off, double-buffered
-psum tags), the default."""
+strict 6.36 / 6.21 / 6.14 at 32 / 64 / 160 entries, batch 32), nor do bank-aware read orders within a packet
+(round-robin over banks: 6.23; heaviest bank first: 5.82; tried, not kept). So under the stated assumptions
+(strict barrier, FR-FCFS within a packet) the loss cannot be hidden; the resource bound (strict bound: fill +
+work per packet) still leaves room, for a scheduler we did not find and the paper does not describe. Its 7.35 at
+8 ranks is reproduced within 10% (-4 to -5%) with ranks overlapping successive packets (packet_sync=off,
+double-buffered psum tags), the default."""
 
 
 def optimised(batch: int, vector_bytes: int) -> None:

@@ -156,14 +156,22 @@ def placement(cfg: NmpConfig, table_rows: np.ndarray, row_bytes: np.ndarray) -> 
         block_bits = np.maximum(_bits(PAGE_BYTES), np.log2(stride).astype(np.int64))
         blocks = -(-sizes // (np.int64(1) << block_bits))
         local_sizes = -(-blocks // spread) << block_bits  # bytes of each table on each of its ranks
-        bases = np.zeros(n_tables, dtype=np.int64)
-        for c in np.unique(colour):
+        # each colour's tables packed one after another on 4 KiB pages, in table order (_table_bases per colour)
+        by_colour = np.argsort(colour, kind="stable")
+        pages = -(-local_sizes[by_colour] // PAGE_BYTES) * PAGE_BYTES
+        ends = np.cumsum(pages)
+        first = np.searchsorted(colour[by_colour], colour[by_colour])  # first position of each one's colour
+        starts = ends - pages
+        bases = np.empty(n_tables, dtype=np.int64)
+        bases[by_colour] = starts - starts[first]
+        used = bases + local_sizes
+        over = np.flatnonzero(used > g.rank_bytes)
+        if over.size:
+            c = int(colour[over[0]])
             members = np.flatnonzero(colour == c)
-            bases[members] = _table_bases(local_sizes[members])
-            used = bases[members[-1]] + local_sizes[members[-1]]
-            if used > g.rank_bytes:
-                raise NmpConfigError(f"mapping exceeds capacity: tables {members.tolist()[:8]} coloured to rank {c} "
-                                     f"need {used / 2**30:.3g} GiB, a rank holds {g.rank_bytes / 2**30:.3g} GiB")
+            raise NmpConfigError(f"mapping exceeds capacity: tables {members.tolist()[:8]} coloured to rank {c} "
+                                 f"need {used[members].max() / 2**30:.3g} GiB, a rank holds "
+                                 f"{g.rank_bytes / 2**30:.3g} GiB")
         return Placement(bases, stride, colour, granule_bits, spread.astype(np.int64), n_tables, block_bits)
     bases = _table_bases(sizes)
     total = int(bases[-1] + sizes[-1])

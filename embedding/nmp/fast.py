@@ -11,6 +11,8 @@ Validated against the detailed model in tests/nmp/test_nmp_fast.py and benchmark
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from embedding.nmp.config import BURST_BYTES, SYNC_MODES, NmpConfig, NmpConfigError
@@ -68,6 +70,10 @@ def emulate_host_fast(cfg: NmpConfig, d: DecodedLookups, poolings: np.ndarray,
     stats = np.zeros((g.channels, 4), np.int64)
     cycles = host_fast(order, starts, d.rank, d.bank, d.row, d.bursts, cfg.queue_entries, tp, g.banks_per_group,
                        g.ranks_per_channel, g.banks_per_rank, g.bank_groups, np.zeros(n, np.int64), stats)
+    return _host_result(cfg, n, cycles, stats)
+
+
+def _host_result(cfg: NmpConfig, n: int, cycles: np.ndarray, stats: np.ndarray) -> ModeResult:
     hits, acts, rd, pre = _counters(stats)
     return ModeResult(lookups=n, cycles=int(cycles.max(initial=0)), channel_data_bytes=float(rd * BURST_BYTES),
                       channel_cmd_bytes=(acts + rd + pre) * cfg.ca_bits_per_command / 8,
@@ -97,12 +103,30 @@ def _pair_sequence(cfg: NmpConfig, pairs: np.ndarray, pair_channel: np.ndarray, 
     return seq
 
 
-def emulate_nmp_fast(cfg: NmpConfig, d: DecodedLookups, tables: np.ndarray, poolings: np.ndarray,
-                     row_bytes: np.ndarray, cache: RankCache,
-                     pairs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> ModeResult:
-    """Near-memory pooling with execute.emulate_nmp's packets, send order and RankCache; fast DRAM timing.
-    pairs: fast_plan.pair_order's result for (d.channel, poolings) if already computed (unused by TensorDIMM,
-    which splits the lookups first)."""
+@dataclass(frozen=True)
+class _NmpPlan:
+    """What the NMP kernels take for one batch: packets, C/A send order, (packet, rank) groups, RankCache hits and
+    partial sums (the numpy/numba bookkeeping of emulate_nmp_fast before any cycle is counted)."""
+
+    d: DecodedLookups  # TensorDIMM: split into per-rank slices
+    lookups: int
+    send: np.ndarray
+    pstart: np.ndarray
+    packet_base: np.ndarray
+    grouped: np.ndarray
+    gstart: np.ndarray
+    hit: np.ndarray
+    psum: np.ndarray
+    sends_inst: np.ndarray
+    probes: int
+
+    @property
+    def n_packets(self) -> int:
+        return int(self.packet_base[-1])
+
+
+def _plan_nmp(cfg: NmpConfig, d: DecodedLookups, tables: np.ndarray, poolings: np.ndarray, row_bytes: np.ndarray,
+              cache: RankCache, pairs: tuple[np.ndarray, np.ndarray, np.ndarray] | None) -> _NmpPlan:
     g = cfg.geometry
     rpc = g.ranks_per_channel
     lookups = int(d.row.size)
@@ -133,19 +157,40 @@ def emulate_nmp_fast(cfg: NmpConfig, d: DecodedLookups, tables: np.ndarray, pool
         probes = int(flags.sum())
     unit = d.rank // g.ranks_per_dimm if cfg.mode == "recnmp" else np.zeros(n, np.int64)
     psum = psum_bursts(order, pair_of, pair_packet, unit, g.dimms_per_channel, tables, row_bytes, n_packets)
+    return _NmpPlan(d, lookups, send, pstart, packet_base, grouped, gstart, hit, psum, sends_inst, probes)
+
+
+def _nmp_args(cfg: NmpConfig, pl: _NmpPlan) -> tuple:
+    """The plan's arrays in nmp_fast's order, up to (not including) its kernel parameters."""
+    d = pl.d
+    return (pl.send, pl.pstart, pl.packet_base, pl.grouped, pl.gstart, cfg.geometry.ranks_per_channel, d.rank, d.bank,
+            d.row, d.bursts, pl.hit, pl.psum, pl.sends_inst, *cfg.inst_cost)
+
+
+def _nmp_result(cfg: NmpConfig, pl: _NmpPlan, cycles: np.ndarray, stats: np.ndarray, lat: np.ndarray) -> ModeResult:
+    hits, acts, rd, pre = _counters(stats)
+    n_hit = int(pl.hit.sum())
+    return ModeResult(lookups=pl.lookups, cycles=int(cycles.max(initial=0)),
+                      channel_data_bytes=float(pl.psum.sum() * BURST_BYTES),
+                      channel_cmd_bytes=pl.lookups * cfg.inst_bits / 8, dram_bytes=float(rd * BURST_BYTES), acts=acts,
+                      precharges=pre, dram_accesses=int(pl.d.row.size) - n_hit, row_hits=hits,
+                      cache_probes=pl.probes, cache_hits=n_hit, packet_latency=lat)
+
+
+def emulate_nmp_fast(cfg: NmpConfig, d: DecodedLookups, tables: np.ndarray, poolings: np.ndarray,
+                     row_bytes: np.ndarray, cache: RankCache,
+                     pairs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> ModeResult:
+    """Near-memory pooling with execute.emulate_nmp's packets, send order and RankCache; fast DRAM timing.
+    pairs: fast_plan.pair_order's result for (d.channel, poolings) if already computed (unused by TensorDIMM,
+    which splits the lookups first)."""
+    g = cfg.geometry
+    pl = _plan_nmp(cfg, d, tables, poolings, row_bytes, cache, pairs)
     tp = np.asarray(cfg.timing_vector(), np.int64)
     stats = np.zeros((g.channels, 4), np.int64)
-    lat = np.zeros(n_packets, np.int64)
-    cycles = nmp_fast(send, pstart, packet_base, grouped, gstart, rpc, d.rank, d.bank, d.row, d.bursts, hit, psum,
-                      sends_inst, *cfg.inst_cost, cfg.queue_entries, tp, g.banks_per_group, g.banks_per_rank,
-                      g.bank_groups, SYNC_MODES.index(cfg.packet_sync), np.zeros(n, np.int64), stats, lat)
-    hits, acts, rd, pre = _counters(stats)
-    n_hit = int(hit.sum())
-    return ModeResult(lookups=lookups, cycles=int(cycles.max(initial=0)),
-                      channel_data_bytes=float(psum.sum() * BURST_BYTES), channel_cmd_bytes=lookups * cfg.inst_bits / 8,
-                      dram_bytes=float(rd * BURST_BYTES), acts=acts, precharges=pre, dram_accesses=n - n_hit,
-                      row_hits=hits, cache_probes=probes, cache_hits=n_hit,
-                      packet_latency=lat)
+    lat = np.zeros(pl.n_packets, np.int64)
+    cycles = nmp_fast(*_nmp_args(cfg, pl), cfg.queue_entries, tp, g.banks_per_group, g.banks_per_rank, g.bank_groups,
+                      SYNC_MODES.index(cfg.packet_sync), np.zeros(pl.d.row.size, np.int64), stats, lat)
+    return _nmp_result(cfg, pl, cycles, stats, lat)
 
 
 def emulate_batch_fast(cfg: NmpConfig, stream: LookupStream, cache: RankCache | None = None

@@ -67,6 +67,11 @@ def _new_state(ranks, banks, bank_groups, window):
 @njit(cache=True, inline="always")
 def _book(cb, t, n):
     """Earliest t' ≥ t with command slots t'..t'+n-1 free on the command bus `cb` (cycles mod CMD_SLOTS); booked."""
+    if n == 1:  # one-cycle commands (DDR4): the plain scan
+        while cb[t & CMD_MASK] == t:
+            t += 1
+        cb[t & CMD_MASK] = t
+        return t
     while True:
         k = 0
         while k < n and cb[(t + k) & CMD_MASK] != t + k:
@@ -228,8 +233,10 @@ def serve_fast(seq, lo, hi, rank, bank, row, bursts, earliest, col_floor, window
         # the vector's bursts hit one bank group, spaced `gap` so another bank group's burst fills between (as the
         # detailed model spaces them); the bus is charged b·tBL, i.e. the interleaving is assumed to succeed
         for k in range(1, nb_):  # the other bursts' column commands, one per tBL as the bus is charged
-            for m in range(ncmd):
-                cb[(tcol + k * tBL + m) & CMD_MASK] = tcol + k * tBL + m
+            cb[(tcol + k * tBL) & CMD_MASK] = tcol + k * tBL
+            if ncmd > 1:
+                for m in range(1, ncmd):
+                    cb[(tcol + k * tBL + m) & CMD_MASK] = tcol + k * tBL + m
         tlast = tcol + (nb_ - 1) * gap
         free = tcol + tCL + nb_ * tBL
         rank_st[r, R_BG + bg] = tlast + tCCD_L - (nb_ - 1) * tBL  # interleaved: the next vector of this bank group
@@ -270,6 +277,17 @@ def serve_fast(seq, lo, hi, rank, bank, row, bursts, earliest, col_floor, window
     return last
 
 
+@njit(cache=True)
+def _host_channel(c, order, starts, rank, bank, row, bursts, window, tp, banks_per_group, ranks, banks, bank_groups,
+                  earliest, finish, stats):
+    """Host baseline of channel c: order[starts[c]:starts[c + 1]] over its shared data bus. Returns its last cycle."""
+    if starts[c + 1] == starts[c]:
+        return 0
+    st = _new_state(ranks, banks, bank_groups, window)
+    return serve_fast(order, starts[c], starts[c + 1], rank, bank, row, bursts, earliest, NEVER, window, tp,
+                      banks_per_group, False, st, finish, stats[c])
+
+
 @njit(cache=True, parallel=True)
 def host_fast(order, starts, rank, bank, row, bursts, window, tp, banks_per_group, ranks, banks, bank_groups, finish,
               stats):
@@ -279,11 +297,58 @@ def host_fast(order, starts, rank, bank, row, bursts, window, tp, banks_per_grou
     cycles = np.zeros(channels, np.int64)
     earliest = np.zeros(rank.shape[0], np.int64)
     for c in prange(channels):
-        if starts[c + 1] > starts[c]:
-            st = _new_state(ranks, banks, bank_groups, window)
-            cycles[c] = serve_fast(order, starts[c], starts[c + 1], rank, bank, row, bursts, earliest, NEVER, window,
-                                   tp, banks_per_group, False, st, finish, stats[c])
+        cycles[c] = _host_channel(c, order, starts, rank, bank, row, bursts, window, tp, banks_per_group, ranks, banks,
+                                  bank_groups, earliest, finish, stats)
     return cycles
+
+
+@njit(cache=True)
+def _nmp_channel(c, send, pstart, packet_base, grouped, gstart, ranks, rank, bank, row, bursts, hit, psum, sends_inst,
+                 inst_num, inst_den, window, tp, banks_per_group, banks, bank_groups, packet_sync, earliest, finish,
+                 stats, packet_latency):
+    """Near-memory execution of channel c (see nmp_fast). Returns its last cycle."""
+    tBL = tp[5]
+    p0, p1 = packet_base[c], packet_base[c + 1]
+    if p1 == p0:
+        return 0
+    st = _new_state(ranks, banks, bank_groups, window)
+    misses = np.empty(gstart[p1 * ranks] - gstart[p0 * ranks], np.int64)
+    ca_u = 0  # C/A bus clock in 1/inst_den cycles
+    ca = 0
+    barrier = 0
+    psum_free = 0
+    prev_start = 0
+    for p in range(p0, p1):
+        ca_u = max(ca_u, prev_start * inst_den)
+        ca = (ca_u + inst_den - 1) // inst_den
+        first_send = ca_u // inst_den
+        prev_start = barrier
+        done = barrier
+        for k in range(pstart[p], pstart[p + 1]):
+            i = send[k]
+            if sends_inst[i]:  # a TensorDIMM slice after its vector's first sends no instruction
+                ca_u += inst_num
+                ca = ca_u if inst_den == 1 else (ca_u + inst_den - 1) // inst_den
+            earliest[i] = max(ca, barrier) if packet_sync == SYNC_STRICT else ca
+            if hit[i]:
+                finish[i] = max(earliest[i], barrier if packet_sync == SYNC_OVERLAP else NEVER) + 1
+                done = max(done, finish[i])
+        floor = barrier if packet_sync == SYNC_OVERLAP else NEVER
+        for r in range(ranks):
+            g = p * ranks + r
+            nm = 0
+            for k in range(gstart[g], gstart[g + 1]):
+                if not hit[grouped[k]]:
+                    misses[nm] = grouped[k]
+                    nm += 1
+            if nm:
+                last = serve_fast(misses, 0, nm, rank, bank, row, bursts, earliest, floor, window, tp,
+                                  banks_per_group, True, st, finish, stats[c])
+                done = max(done, last)
+        barrier = done + 1
+        psum_free = max(psum_free, barrier) + psum[p] * tBL
+        packet_latency[p] = psum_free - first_send
+    return max(psum_free, barrier)
 
 
 @njit(cache=True, parallel=True)
@@ -295,50 +360,11 @@ def nmp_fast(send, pstart, packet_base, grouped, gstart, ranks, rank, bank, row,
     send/pstart: lookups in C/A order and each packet's first send position; grouped/gstart: lookups per
     (packet, rank) group in service order; hit: per lookup; sends_inst: whether a lookup sends an NMP instruction
     (inst_num / inst_den C/A cycles; the bus clock is kept in 1/inst_den cycles). Returns each channel's last cycle."""
-    tBL = tp[5]
     channels = packet_base.shape[0] - 1
     cycles = np.zeros(channels, np.int64)
     earliest = np.zeros(rank.shape[0], np.int64)
     for c in prange(channels):
-        p0, p1 = packet_base[c], packet_base[c + 1]
-        if p1 == p0:
-            continue
-        st = _new_state(ranks, banks, bank_groups, window)
-        misses = np.empty(gstart[p1 * ranks] - gstart[p0 * ranks], np.int64)
-        ca_u = 0  # C/A bus clock in 1/inst_den cycles
-        ca = 0
-        barrier = 0
-        psum_free = 0
-        prev_start = 0
-        for p in range(p0, p1):
-            ca_u = max(ca_u, prev_start * inst_den)
-            ca = (ca_u + inst_den - 1) // inst_den
-            first_send = ca_u // inst_den
-            prev_start = barrier
-            done = barrier
-            for k in range(pstart[p], pstart[p + 1]):
-                i = send[k]
-                if sends_inst[i]:  # a TensorDIMM slice after its vector's first sends no instruction
-                    ca_u += inst_num
-                    ca = (ca_u + inst_den - 1) // inst_den
-                earliest[i] = max(ca, barrier) if packet_sync == SYNC_STRICT else ca
-                if hit[i]:
-                    finish[i] = max(earliest[i], barrier if packet_sync == SYNC_OVERLAP else NEVER) + 1
-                    done = max(done, finish[i])
-            floor = barrier if packet_sync == SYNC_OVERLAP else NEVER
-            for r in range(ranks):
-                g = p * ranks + r
-                nm = 0
-                for k in range(gstart[g], gstart[g + 1]):
-                    if not hit[grouped[k]]:
-                        misses[nm] = grouped[k]
-                        nm += 1
-                if nm:
-                    last = serve_fast(misses, 0, nm, rank, bank, row, bursts, earliest, floor, window, tp,
-                                      banks_per_group, True, st, finish, stats[c])
-                    done = max(done, last)
-            barrier = done + 1
-            psum_free = max(psum_free, barrier) + psum[p] * tBL
-            packet_latency[p] = psum_free - first_send
-        cycles[c] = max(psum_free, barrier)
+        cycles[c] = _nmp_channel(c, send, pstart, packet_base, grouped, gstart, ranks, rank, bank, row, bursts, hit,
+                                 psum, sends_inst, inst_num, inst_den, window, tp, banks_per_group, banks, bank_groups,
+                                 packet_sync, earliest, finish, stats, packet_latency)
     return cycles

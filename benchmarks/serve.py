@@ -160,12 +160,9 @@ def _search(cfg: ServeAppConfig, spec) -> int:
     run_id = new_run_id()
     setup = build_setup(spec, s)
     cores = os.cpu_count() or 1
-    # starting QPS only (never the answer): one query of mean size on one worker, timed after one warm-up call
+    # starting QPS only (never the answer): half of 1 / (one median-size query on one worker, median of 5)
     n = int(np.median(setup.queries.sizes))
-    setup.dlrm.run_samples(0, n)
-    t0 = time.perf_counter()
-    setup.dlrm.run_samples(0, n)
-    start = max(1.0, 0.5 / (time.perf_counter() - t0))
+    start = max(1.0, 0.5 / _median_time(lambda: setup.dlrm.run_samples(0, n)))
     print(f"{s.name}: bound p{s.loadgen.percentile:g} ≤ {s.loadgen.latency_ms:g} ms; start {start:.1f} QPS "
           f"(loadavg {os.getloadavg()[0]:.2f})")
     records: list[dict] = []
@@ -199,10 +196,12 @@ def _search(cfg: ServeAppConfig, spec) -> int:
                "static_best": best_static.setting.label, "ours_qps": max(by_kind.get("ours", 0.0),
                                                                          by_kind.get("static", 0.0)),
                "ours_best": best_ours.setting.label if best_ours and best_ours.best_qps > best_static.best_qps
-               else best_static.setting.label, "loadavg": list(la)}
+               else best_static.setting.label, "loadavg": list(la),
+               "unbracketed": [r.setting.label for r in results if r.best_qps > 0 and not r.bracketed]}
     print(f"{s.name}: latency-bounded QPS naive {summary['naive_qps']:.1f}, best static {summary['static_qps']:.1f} "
           f"({summary['static_best']}), ours {summary['ours_qps']:.1f} ({summary['ours_best']}); {total} LoadGen "
-          f"runs; loadavg {la[0]:.2f}")
+          f"runs; loadavg {la[0]:.2f}" + (f"; only lower bounds (no INVALID above): {summary['unbracketed']}"
+                                       if summary["unbracketed"] else ""))
     pct = f"p{s.loadgen.percentile:g}_ms"
     curves: dict[str, list] = {}
     for r in results:

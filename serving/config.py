@@ -84,10 +84,11 @@ class LoadGenConfig:
 class SearchConfig:
     bisection_steps: int = 4
     """LoadGen runs per setting after the bracket is found (the budget: counted runs, no clock)"""
-    bracket_runs: int = 3
-    """at most this many runs doubling/halving the QPS to find a VALID/INVALID bracket"""
+    bracket_runs: int = 8
+    """at most this many runs doubling/halving the QPS to find a VALID/INVALID bracket (none found: the highest
+    VALID QPS seen is reported with bracketed=false)"""
     max_batches: list[int] = field(default_factory=lambda: [128, 256])
-    splits: list[int] = field(default_factory=lambda: [0, 32, 64])
+    splits: list[int] = field(default_factory=lambda: [0, 64])
     workers: list[int] = field(default_factory=lambda: [2, 1])
     max_wait_ms: list[float] = field(default_factory=lambda: [0.0])
     static_batches: list[int] = field(default_factory=lambda: [128, 256, 512])

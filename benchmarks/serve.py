@@ -162,7 +162,9 @@ def _search(cfg: ServeAppConfig, spec) -> int:
     cores = os.cpu_count() or 1
     # starting QPS only (never the answer): half of 1 / (one median-size query on one worker, median of 5)
     n = int(np.median(setup.queries.sizes))
-    start = max(1.0, 0.5 / _median_time(lambda: setup.dlrm.run_samples(0, n)))
+    # and never below the QPS at which min_query_count fits in min_duration (slower runs cost more than halvings)
+    start = max(1.0, 0.5 / _median_time(lambda: setup.dlrm.run_samples(0, n)),
+                1e3 * s.loadgen.min_query_count / max(s.loadgen.min_duration_ms, 1))
     print(f"{s.name}: bound p{s.loadgen.percentile:g} ≤ {s.loadgen.latency_ms:g} ms; start {start:.1f} QPS "
           f"(loadavg {os.getloadavg()[0]:.2f})")
     records: list[dict] = []

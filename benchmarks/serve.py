@@ -136,15 +136,31 @@ def _line(tag: str, p: dict) -> str:
 
 
 def _run(cfg: ServeAppConfig, spec) -> int:
+    from dataclasses import replace
+
+    import numpy as np
+
     from serving.build import build_setup, new_server
     from serving.loadgen import run_loadgen
 
     run_id = new_run_id()
-    setup = build_setup(spec, cfg.serving)
-    point = run_loadgen(new_server(setup, cfg.serving.server), setup.queries, cfg.serving.loadgen,
-                        Path(cfg.serving.log_dir) / run_id)
-    print(_line(cfg.serving.name, point))
-    _write(cfg, [serving_record(run_id, cfg, spec, point)])
+    s = cfg.serving
+    setup = build_setup(spec, s)
+    records, points = [], []
+    for k in range(s.loadgen.repeats):
+        lg_cfg = replace(s.loadgen, seed=s.loadgen.seed + k)
+        point = run_loadgen(new_server(setup, s.server), setup.queries, lg_cfg,
+                            Path(s.log_dir) / run_id / (f"rep{k}" if s.loadgen.repeats > 1 else ""))
+        print(_line(s.name if s.loadgen.repeats == 1 else f"{s.name} #{k + 1}", point), flush=True)
+        points.append(point)
+        records.append(serving_record(run_id, cfg, spec, point))
+    if len(points) > 1:
+        key = f"p{s.loadgen.percentile:g}_ms"
+        lat = np.array([p[key] for p in points])
+        print(f"{s.name}: {sum(p['verdict'] == 'VALID' for p in points)}/{len(points)} VALID at "
+              f"{s.loadgen.target_qps:g} QPS; {key[:-3]} min/median/max {lat.min():.1f}/{np.median(lat):.1f}/"
+              f"{lat.max():.1f} ms (loadavg {os.getloadavg()[0]:.2f})")
+    _write(cfg, records)
     return 0
 
 

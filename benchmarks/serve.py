@@ -136,15 +136,31 @@ def _line(tag: str, p: dict) -> str:
 
 
 def _run(cfg: ServeAppConfig, spec) -> int:
+    from dataclasses import replace
+
+    import numpy as np
+
     from serving.build import build_setup, new_server
     from serving.loadgen import run_loadgen
 
     run_id = new_run_id()
-    setup = build_setup(spec, cfg.serving)
-    point = run_loadgen(new_server(setup, cfg.serving.server), setup.queries, cfg.serving.loadgen,
-                        Path(cfg.serving.log_dir) / run_id)
-    print(_line(cfg.serving.name, point))
-    _write(cfg, [serving_record(run_id, cfg, spec, point)])
+    s = cfg.serving
+    setup = build_setup(spec, s)
+    records, points = [], []
+    for k in range(s.loadgen.repeats):
+        lg_cfg = replace(s.loadgen, seed=s.loadgen.seed + k)
+        point = run_loadgen(new_server(setup, s.server), setup.queries, lg_cfg,
+                            Path(s.log_dir) / run_id / (f"rep{k}" if s.loadgen.repeats > 1 else ""))
+        print(_line(s.name if s.loadgen.repeats == 1 else f"{s.name} #{k + 1}", point), flush=True)
+        points.append(point)
+        records.append(serving_record(run_id, cfg, spec, point))
+    if len(points) > 1:
+        key = f"p{s.loadgen.percentile:g}_ms"
+        lat = np.array([p[key] for p in points])
+        print(f"{s.name}: {sum(p['verdict'] == 'VALID' for p in points)}/{len(points)} VALID at "
+              f"{s.loadgen.target_qps:g} QPS; {key[:-3]} min/median/max {lat.min():.1f}/{np.median(lat):.1f}/"
+              f"{lat.max():.1f} ms (loadavg {os.getloadavg()[0]:.2f})")
+    _write(cfg, records)
     return 0
 
 
@@ -160,12 +176,11 @@ def _search(cfg: ServeAppConfig, spec) -> int:
     run_id = new_run_id()
     setup = build_setup(spec, s)
     cores = os.cpu_count() or 1
-    # starting QPS only (never the answer): one query of mean size on one worker, timed after one warm-up call
+    # starting QPS only (never the answer): half of 1 / (one median-size query on one worker, median of 5)
     n = int(np.median(setup.queries.sizes))
-    setup.dlrm.run_samples(0, n)
-    t0 = time.perf_counter()
-    setup.dlrm.run_samples(0, n)
-    start = max(1.0, 0.5 / (time.perf_counter() - t0))
+    # and never below the QPS at which min_query_count fits in min_duration (slower runs cost more than halvings)
+    start = max(1.0, 0.5 / _median_time(lambda: setup.dlrm.run_samples(0, n)),
+                1e3 * s.loadgen.min_query_count / max(s.loadgen.min_duration_ms, 1))
     print(f"{s.name}: bound p{s.loadgen.percentile:g} ≤ {s.loadgen.latency_ms:g} ms; start {start:.1f} QPS "
           f"(loadavg {os.getloadavg()[0]:.2f})")
     records: list[dict] = []
@@ -199,10 +214,12 @@ def _search(cfg: ServeAppConfig, spec) -> int:
                "static_best": best_static.setting.label, "ours_qps": max(by_kind.get("ours", 0.0),
                                                                          by_kind.get("static", 0.0)),
                "ours_best": best_ours.setting.label if best_ours and best_ours.best_qps > best_static.best_qps
-               else best_static.setting.label, "loadavg": list(la)}
+               else best_static.setting.label, "loadavg": list(la),
+               "unbracketed": [r.setting.label for r in results if r.best_qps > 0 and not r.bracketed]}
     print(f"{s.name}: latency-bounded QPS naive {summary['naive_qps']:.1f}, best static {summary['static_qps']:.1f} "
           f"({summary['static_best']}), ours {summary['ours_qps']:.1f} ({summary['ours_best']}); {total} LoadGen "
-          f"runs; loadavg {la[0]:.2f}")
+          f"runs; loadavg {la[0]:.2f}" + (f"; only lower bounds (no INVALID above): {summary['unbracketed']}"
+                                       if summary["unbracketed"] else ""))
     pct = f"p{s.loadgen.percentile:g}_ms"
     curves: dict[str, list] = {}
     for r in results:

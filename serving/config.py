@@ -77,17 +77,20 @@ class LoadGenConfig:
     max_duration_ms: int = 0
     """0 = LoadGen's default"""
     seed: int = 0
-    """LoadGen's schedule and sample-index seeds"""
+    """LoadGen's schedule and sample-index seeds (repeat k of `serve run` uses seed + k)"""
+    repeats: int = 1
+    """`serve run`: LoadGen runs of the same point, to show the spread (VALID count, min/median/max latency)"""
 
 
 @dataclass
 class SearchConfig:
     bisection_steps: int = 4
     """LoadGen runs per setting after the bracket is found (the budget: counted runs, no clock)"""
-    bracket_runs: int = 3
-    """at most this many runs doubling/halving the QPS to find a VALID/INVALID bracket"""
+    bracket_runs: int = 8
+    """at most this many runs doubling/halving the QPS to find a VALID/INVALID bracket (none found: the highest
+    VALID QPS seen is reported with bracketed=false)"""
     max_batches: list[int] = field(default_factory=lambda: [128, 256])
-    splits: list[int] = field(default_factory=lambda: [0, 32, 64])
+    splits: list[int] = field(default_factory=lambda: [0, 64])
     workers: list[int] = field(default_factory=lambda: [2, 1])
     max_wait_ms: list[float] = field(default_factory=lambda: [0.0])
     static_batches: list[int] = field(default_factory=lambda: [128, 256, 512])
@@ -123,6 +126,7 @@ def check_serving(cfg: ServingConfig, cores: int | None = None) -> None:
     _require(lg.latency_ms > 0, f"serving.loadgen.latency_ms={lg.latency_ms}: the latency bound must be > 0")
     _require(0 < lg.percentile < 100, f"serving.loadgen.percentile={lg.percentile}: must lie in (0, 100)")
     _require(lg.min_duration_ms >= 0, f"serving.loadgen.min_duration_ms={lg.min_duration_ms}: must be ≥ 0")
+    _require(lg.repeats >= 1, f"serving.loadgen.repeats={lg.repeats}: must be ≥ 1")
     _require(lg.min_query_count >= 1, f"serving.loadgen.min_query_count={lg.min_query_count}: must be ≥ 1")
     _require(q.size in SIZE_KINDS, f"serving.query.size={q.size!r}: must be one of {list(SIZE_KINDS)}")
     _require(q.mean >= 1, f"serving.query.mean={q.mean}: must be ≥ 1")

@@ -36,6 +36,8 @@ class SearchResult:
     best_qps: float = 0.0
     best_point: dict | None = None
     points: list[dict] = field(default_factory=list)
+    bracketed: bool = False
+    """an INVALID run above the best VALID one was seen (else best_qps is only a lower bound)"""
 
     @property
     def runs(self) -> int:
@@ -72,6 +74,7 @@ def bisect_qps(run: Callable[[float], dict], start: float, steps: int, bracket_r
             break
     if hi is None or lo <= 0:
         return result
+    result.bracketed = True
     for _ in range(steps):
         mid = (lo + hi) / 2
         if probe(mid):

@@ -12,7 +12,7 @@ import pytest
 from benchmarks.perfmodel import collect
 from benchmarks.perfmodel.cases import build_plan, family
 from benchmarks.perfmodel.cli import main as perfmodel_main
-from benchmarks.perfmodel.train import case_model, export_trees, read_records, train
+from benchmarks.perfmodel.train import GBT, case_model, export_trees, read_records, train
 from sharding.learned_cost import (
     STEP_FEATURES,
     LearnedCostModel,
@@ -32,7 +32,7 @@ def test_exported_trees_predict_what_sklearn_predicts() -> None:
     rng = np.random.default_rng(0)
     x = rng.normal(size=(80, 4))
     y = np.sin(x[:, 0]) + 0.5 * (x[:, 1] > 0.3)
-    m = GradientBoostingRegressor(n_estimators=30, max_depth=3, random_state=0).fit(x, y)
+    m = GradientBoostingRegressor(**dict(GBT, n_estimators=30)).fit(x, y)
     trees = export_trees(m, x)
     assert np.allclose(predict_trees(trees, x), m.predict(x))
     assert np.allclose(predict_trees(json.loads(json.dumps(trees)), x[:3]), m.predict(x[:3]))

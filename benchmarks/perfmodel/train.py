@@ -175,7 +175,8 @@ def train(records_path: str, hardware: str, out: str, provenance: dict[str, Any]
     model = {"step": step, "rank": rank, "lookup": lookup, "step_features": list(STEP_FEATURES),
              "rank_features": list(RANK_FEATURES), "lookup_features": list(LOOKUP_FEATURES),
              "importance": {"step": step_imp, "rank": rank_imp, "lookup": lookup_imp}, "heldout": heldout,
-             "provenance": {**provenance, "records": records_path, "step_records": len(tab["y"]),
+             "provenance": {**provenance, **({"machine": steps[0]["machine"]} if steps and steps[0].get("machine")
+                                             else {}), "records": records_path, "step_records": len(tab["y"]),
                             "rank_records": len(tab["yr"]), "lookup_records": len(ly), "hardware": hardware,
                             "machines": sorted({json.dumps(r.get("machine"), sort_keys=True) for r in steps}),
                             "record_git_shas": sorted({str(r.get("git_sha")) for r in records}),

@@ -10,7 +10,7 @@ from benchmarks.perfmodel.cases import family
 
 def test_cases_cover_twenty_plans_over_five_workloads_none_from_a_training_family() -> None:
     cases = validate_cost.build_cases(2, quick=False)
-    assert len(cases) >= 20 and len({c["label"].split("/")[0] for c in cases}) >= 5
+    assert len(cases) >= 20 and len({c["label"].split(":")[0] for c in cases}) >= 5
     families = {tuple(family(s)) for s in range(50)}
     assert not any(tuple(c["overrides"]) in families for c in cases)
     quick = validate_cost.build_cases(2, quick=True)

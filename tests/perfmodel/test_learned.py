@@ -163,3 +163,13 @@ def test_compare_plans_adds_the_learned_models_choice_as_a_plan_to_run(trained) 
     case = _learned_case(["workload=smoke", "dist.mode=train"], HW, 2, str(d / "model.json"))
     plan = ShardingPlan.from_dict(case["plan"])
     assert case["label"] == f"learned:{plan.meta['learned_choice']['chosen']}" and plan.world_size == 2
+
+
+def test_collected_plans_are_resolved_before_the_job_and_kept() -> None:
+    from benchmarks.perfmodel.cases import resolved_plan
+
+    greedy = resolved_plan("greedy_size", family(1), 2, HW)
+    assert greedy["world_size"] == 2 and len(greedy["tables"]) == len(family(1)[1].split(","))
+    assert resolved_plan("all_rw", family(1), 2, HW) == build_plan("all_rw", family(1), 2)
+    with pytest.raises(ValueError, match="planned in the job"):
+        resolved_plan("ours", family(1), 2, HW)

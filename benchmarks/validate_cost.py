@@ -31,7 +31,7 @@ import numpy as np
 
 from benchmarks.distributed.jobs import metric_value, rank_values, run_cases
 from benchmarks.errors import InputError, OneLineParser, check_output_file, one_line
-from benchmarks.perfmodel.cases import build_plan
+from benchmarks.perfmodel.cases import build_plan, run_label
 from benchmarks.perfmodel.machine import check_hardware_file, check_machine, loadavg
 from benchmarks.records import append_records, environment, git_sha, metric, new_run_id
 
@@ -66,7 +66,7 @@ def build_cases(world: int, quick: bool) -> list[dict]:
     cases = []
     for wl, overrides in WORKLOADS.items():
         for plan in PLANS[wl][: 2 if quick else None]:
-            cases.append({"label": f"{wl}/{plan}/w{world}", "overrides": overrides,
+            cases.append({"label": run_label(f"{wl}/{plan}/w{world}"), "overrides": overrides,
                           "plan": build_plan(plan, overrides, world), "world": world})
     return cases
 
@@ -155,7 +155,8 @@ def error_table(cases: list[dict]) -> tuple[list[str], dict[str, float]]:
         types = " ".join(f"{k}{v}" for k, v in c["types"].items())
         rs = c.get("round_steps") or [meas]
         spreads.append((max(rs) - min(rs)) / meas if meas else 0.0)
-        lines.append(f"| {c['case']} | {types} | {_fmt(meas)} | {min(rs):.1f}–{max(rs):.1f} | "
+        name = c["case"].replace(":", "/")
+        lines.append(f"| {name} | {types} | {_fmt(meas)} | {min(rs):.1f}–{max(rs):.1f} | "
                      + " | ".join(f"{_fmt(preds[k])} | {_fmt(e[k], True)}" for k in ("ours", "learned", "torchrec"))
                      + " |")
         per = {"ours": c["rank_ours"], "learned": c.get("rank_learned"), "torchrec": c.get("rank_torchrec")}
@@ -164,7 +165,7 @@ def error_table(cases: list[dict]) -> tuple[list[str], dict[str, float]]:
             er = {k: _err(v, m) for k, v in pr.items()}
             for k, v in er.items():
                 errs[f"{k}_rank"] += [v] if v is not None else []
-            rank_lines.append(f"| {c['case']} | {r} | {_fmt(m)} | "
+            rank_lines.append(f"| {name} | {r} | {_fmt(m)} | "
                               + " | ".join(f"{_fmt(pr[k])} | {_fmt(er[k], True)}" for k in ("ours", "learned", "torchrec"))
                               + " |")
     med: dict[str, float] = {}
@@ -285,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     rc, loads, case_overrides = 0, [loadavg()], {}
     for k in range(rounds):
         for w in worlds:
-            cases = [c for c in build_cases(w, args.quick) if c["label"].split("/")[0] in chosen]
+            cases = [c for c in build_cases(w, args.quick) if c["label"].split(":")[0] in chosen]
             case_overrides.update({c["label"]: c["overrides"] for c in cases})
             random.Random(k).shuffle(cases)  # a burst of load hits different cases in different rounds
             code, found = run_cases(cases, overrides, w, args.records, args.timeout)

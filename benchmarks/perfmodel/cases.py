@@ -17,7 +17,7 @@ from embedding.workload_config import build_workload
 from sharding.layouts import column_splits, table_plan
 from sharding.plan import ShardingPlan, ShardingType
 
-__all__ = ["workload_spec", "build_plan", "family", "LAYOUTS", "OPTIMIZERS", "COLLECT_PLANS", "MAX_TABLE_BYTES", "train_overrides"]
+__all__ = ["workload_spec", "build_plan", "resolved_plan", "run_label", "family", "LAYOUTS", "OPTIMIZERS", "COLLECT_PLANS", "MAX_TABLE_BYTES", "train_overrides"]
 
 TW, RW, CW, TWRW, DP = (ShardingType.TABLE_WISE, ShardingType.ROW_WISE, ShardingType.COLUMN_WISE,
                         ShardingType.TABLE_ROW_WISE, ShardingType.DATA_PARALLEL)
@@ -30,6 +30,30 @@ MAX_TABLE_BYTES = 1.2e9  # all tables together, fp32 rows: both ranks' copies an
 def train_overrides(hardware: str) -> list[str]:
     """The job overrides every measured case runs with: embedding-only model, training, `hardware`."""
     return [f"dist.hardware={hardware}", "dist.model=embedding", "dist.mode=train"]
+
+
+def run_label(key: str) -> str:
+    """A case label for `run_cases` that keeps its plan file apart from the other cases' of the job: the worker
+    names plan files by the label's last path component, so labels carry no '/' (key 'a/b/w2' -> 'a:b:w2')."""
+    return key.replace("/", ":")
+
+
+def resolved_plan(name: str, overrides: list[str], world: int, hardware: str) -> dict:
+    """`build_plan`, with a named deterministic baseline (greedy_size, round_robin) planned here, so that the
+    record keeps the plan it ran (`ours` and `torchrec` plan on rank 0 in the job: refused here)."""
+    from dataclasses import replace
+
+    from sharding.baselines import BASELINES
+    from sharding.topology import load_topology
+    from sharding.workload import PlanWorkload
+
+    built = build_plan(name, overrides, world)
+    if isinstance(built, dict):
+        return built
+    if name not in BASELINES:
+        raise ValueError(f"plan {name!r} is planned in the job, not here: choose a layout or a baseline")
+    wl = PlanWorkload.from_spec(replace(workload_spec(tuple(overrides)), mode="train"))
+    return BASELINES[name](wl, load_topology(hardware, ranks=world)).to_dict()
 
 
 @lru_cache(maxsize=256)

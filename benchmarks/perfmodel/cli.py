@@ -123,7 +123,8 @@ def _train(a: argparse.Namespace) -> int:
         return _fail(f"--records {a.records!r}: no such file (run `dlrmbench perfmodel collect`)")
     hw = _hardware(a.hardware)
     try:
-        model = train(a.records, hw, a.out, {"git_sha": git_sha(), "machine": fingerprint(0.2)})
+        # the machine is the records' (where they were measured); this one's only when they name none
+        model = train(a.records, hw, a.out, {"git_sha": git_sha(), "machine": fingerprint()})
     except ValueError as e:
         return _fail(str(e))
     _print_eval(model)

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.perfmodel.cases import COLLECT_PLANS, build_plan, family, train_overrides
+from benchmarks.perfmodel.cases import COLLECT_PLANS, family, resolved_plan, run_label, train_overrides
 from benchmarks.perfmodel.machine import fingerprint, loadavg
 
 __all__ = ["collect_lookups", "collect_steps", "done_keys", "append", "lookup_family", "step_keys"]
@@ -127,19 +127,19 @@ def collect_steps(path: str, n: int, world: int, hardware: str, repeats: int, pe
     scratch = str(Path(path).with_suffix(".dist.jsonl"))
     for i in range(0, len(todo), per_job):
         chunk = todo[i: i + per_job]
-        cases = [{"label": key, "overrides": family(seed), "plan": build_plan(plan, family(seed), world)}
-                 for key, seed, plan in chunk]
+        plans = {key: resolved_plan(plan, family(seed), world, hardware) for key, seed, plan in chunk}
+        cases = [{"label": run_label(key), "overrides": family(seed), "plan": plans[key]} for key, seed, _ in chunk]
         load = loadavg()
         rc, recs = run_cases(cases, overrides, world, scratch, timeout)
         failed += rc != 0
         by_case = {r["case"]: r for r in recs}
         out = []
         for key, seed, plan in chunk:
-            r = by_case.get(key)
+            r = by_case.get(run_label(key))
             if r is None:
                 continue
             out.append({"key": key, "kind": "step", "family": seed, "plan_name": plan, "world": world,
-                        "overrides": family(seed), "plan": _plan_of(r), "hardware": hardware,
+                        "overrides": family(seed), "plan": plans[key], "hardware": hardware,
                         "step_s": float(metric_value(r, "step_time") or 0.0) / 1e3,
                         "rank_s": [float(v) / 1e3 for v in rank_values(r, "embedding_time")],
                         "types": r["plan"]["sharding_types"], "repeats": repeats, "loadavg": load,
@@ -149,15 +149,6 @@ def collect_steps(path: str, n: int, world: int, hardware: str, repeats: int, pe
         wrote += len(out)
         log(f"steps {min(i + per_job, len(todo))}/{len(todo)} run ({len(out)} recorded, load {loadavg()})")
     return wrote, failed
-
-
-def _plan_of(record: dict[str, Any]) -> dict[str, Any] | None:
-    """The plan the job ran (its file, written by rank 0), kept in the record so features can be recomputed."""
-    f = record.get("plan", {}).get("file")
-    try:
-        return json.loads(Path(f).read_text()) if f else None
-    except (OSError, json.JSONDecodeError):
-        return None
 
 
 def machine_now() -> dict[str, Any]:

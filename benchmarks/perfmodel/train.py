@@ -3,7 +3,8 @@
 Features are the analytic model's (`sharding.learned_cost.plan_features` / `rank_features`, on the hardware
 file given: its calibration and lookup fit); the target is the log ratio measured / analytic of the step and of
 each rank's embedding-stage time, and, for single-process lookups, of the forward time over the calibration's
-lookup fit. Gradient-boosted trees (scikit-learn `GradientBoostingRegressor`, squared error, depth 3) are
+lookup fit. Gradient-boosted trees (scikit-learn `GradientBoostingRegressor`, depth 3, Huber loss: timings taken
+under bursts of load from other processes have outliers that squared error chases) are
 exported as arrays (`export_trees`) so that `sharding.learned_cost` predicts with numpy alone.
 Held out: families whose seed ≡ 0 mod `HOLDOUT_EVERY` (whole workloads, all their plans), so the error printed
 is on workloads the trees never saw. The saved file records the data's provenance: machines, git sha, record
@@ -35,7 +36,7 @@ __all__ = ["case_model", "export_trees", "fit_trees", "step_table", "lookup_tabl
 HOLDOUT_EVERY = 5
 LOOKUP_FEATURES = ("log_analytic_us", "log_rows", "dim", "log_batch", "pooling", "alpha", "llc_ratio", "unique_share",
                    "backend_torch")
-GBT = {"n_estimators": 150, "max_depth": 3, "learning_rate": 0.05, "subsample": 0.8, "min_samples_leaf": 3,
+GBT = {"loss": "huber", "n_estimators": 150, "max_depth": 3, "learning_rate": 0.05, "subsample": 0.8, "min_samples_leaf": 3,
        "random_state": 0}
 
 
@@ -50,8 +51,8 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
 
 
 def export_trees(model: Any, x: np.ndarray) -> dict[str, Any]:
-    """A fitted `GradientBoostingRegressor` (squared error) as arrays: init (the training targets' mean, what
-    its constant first stage predicts), learning rate and each tree's nodes."""
+    """A fitted `GradientBoostingRegressor` as arrays: init (what its constant first stage predicts: the
+    targets' mean or median by loss), learning rate and each tree's nodes (leaf values as the loss set them)."""
     init = float(model.init_.predict(x[:1])[0])
     trees = []
     for est in model.estimators_[:, 0]:
@@ -174,7 +175,8 @@ def train(records_path: str, hardware: str, out: str, provenance: dict[str, Any]
     model = {"step": step, "rank": rank, "lookup": lookup, "step_features": list(STEP_FEATURES),
              "rank_features": list(RANK_FEATURES), "lookup_features": list(LOOKUP_FEATURES),
              "importance": {"step": step_imp, "rank": rank_imp, "lookup": lookup_imp}, "heldout": heldout,
-             "provenance": {**provenance, "records": records_path, "step_records": len(tab["y"]),
+             "provenance": {**provenance, **({"machine": steps[0]["machine"]} if steps and steps[0].get("machine")
+                                             else {}), "records": records_path, "step_records": len(tab["y"]),
                             "rank_records": len(tab["yr"]), "lookup_records": len(ly), "hardware": hardware,
                             "machines": sorted({json.dumps(r.get("machine"), sort_keys=True) for r in steps}),
                             "record_git_shas": sorted({str(r.get("git_sha")) for r in records}),

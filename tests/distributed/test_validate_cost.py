@@ -10,7 +10,7 @@ from benchmarks.perfmodel.cases import family
 
 def test_cases_cover_twenty_plans_over_five_workloads_none_from_a_training_family() -> None:
     cases = validate_cost.build_cases(2, quick=False)
-    assert len(cases) >= 20 and len({c["label"].split("/")[0] for c in cases}) >= 5
+    assert len(cases) >= 20 and len({c["label"].split(":")[0] for c in cases}) >= 5
     families = {tuple(family(s)) for s in range(50)}
     assert not any(tuple(c["overrides"]) in families for c in cases)
     quick = validate_cost.build_cases(2, quick=True)
@@ -46,3 +46,14 @@ def test_bad_input_is_one_line_before_any_run(argv, message, tmp_path, capsys) -
     assert validate_cost.main([*argv, "--records", str(records)]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1 and not records.exists()
+
+
+def test_every_case_of_a_job_keeps_its_own_plan_file() -> None:
+    from benchmarks.distributed.worker import plan_file
+    from benchmarks.perfmodel.cases import run_label
+    from benchmarks.perfmodel.collect import step_keys
+
+    cases = validate_cost.build_cases(2, quick=False)
+    assert len({plan_file(c["label"]) for c in cases}) == len(cases)
+    keys = [k for k, _, _ in step_keys(3, 2)]
+    assert len({plan_file(run_label(k)) for k in keys}) == len(keys)

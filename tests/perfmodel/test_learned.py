@@ -12,7 +12,7 @@ import pytest
 from benchmarks.perfmodel import collect
 from benchmarks.perfmodel.cases import build_plan, family
 from benchmarks.perfmodel.cli import main as perfmodel_main
-from benchmarks.perfmodel.train import case_model, export_trees, read_records, train
+from benchmarks.perfmodel.train import GBT, case_model, export_trees, read_records, train
 from sharding.learned_cost import (
     STEP_FEATURES,
     LearnedCostModel,
@@ -32,7 +32,7 @@ def test_exported_trees_predict_what_sklearn_predicts() -> None:
     rng = np.random.default_rng(0)
     x = rng.normal(size=(80, 4))
     y = np.sin(x[:, 0]) + 0.5 * (x[:, 1] > 0.3)
-    m = GradientBoostingRegressor(n_estimators=30, max_depth=3, random_state=0).fit(x, y)
+    m = GradientBoostingRegressor(**dict(GBT, n_estimators=30)).fit(x, y)
     trees = export_trees(m, x)
     assert np.allclose(predict_trees(trees, x), m.predict(x))
     assert np.allclose(predict_trees(json.loads(json.dumps(trees)), x[:3]), m.predict(x[:3]))
@@ -163,3 +163,13 @@ def test_compare_plans_adds_the_learned_models_choice_as_a_plan_to_run(trained) 
     case = _learned_case(["workload=smoke", "dist.mode=train"], HW, 2, str(d / "model.json"))
     plan = ShardingPlan.from_dict(case["plan"])
     assert case["label"] == f"learned:{plan.meta['learned_choice']['chosen']}" and plan.world_size == 2
+
+
+def test_collected_plans_are_resolved_before_the_job_and_kept() -> None:
+    from benchmarks.perfmodel.cases import resolved_plan
+
+    greedy = resolved_plan("greedy_size", family(1), 2, HW)
+    assert greedy["world_size"] == 2 and len(greedy["tables"]) == len(family(1)[1].split(","))
+    assert resolved_plan("all_rw", family(1), 2, HW) == build_plan("all_rw", family(1), 2)
+    with pytest.raises(ValueError, match="planned in the job"):
+        resolved_plan("ours", family(1), 2, HW)

@@ -35,6 +35,7 @@ from .model import (
     reference_state,
     shard_module,
 )
+from .phases import ENV as PHASE_ENV
 from .phases import report_phase
 from .report import build_records, print_summary
 from .stages import STAGES, StageTimer, allreduce_bytes, find_sharded_ebc
@@ -178,7 +179,10 @@ def main(argv: list[str] | None = None) -> int:
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
     torch.set_num_threads(cfg.dist.threads or max(1, (os.cpu_count() or 1) // local_world))
     device = _device(cfg)
-    dist.init_process_group(_backend(cfg, device), timeout=timedelta(seconds=cfg.dist.timeout_s))
+    # under the local launcher its watchdog ends a stuck phase after dist.timeout_s and names it; the collectives'
+    # own timeout is then only the backstop (under torchrun it is the limit)
+    watched = bool(os.environ.get(PHASE_ENV))
+    dist.init_process_group(_backend(cfg, device), timeout=timedelta(seconds=cfg.dist.timeout_s * (2 if watched else 1)))
     try:
         report_phase("sharding")
         run_id, out_dir = _broadcast_run(cfg)

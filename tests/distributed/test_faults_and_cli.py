@@ -2,11 +2,16 @@
 any rank starts; calibration writes a hardware config that loads."""
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
 from benchmarks import calibrate
 from benchmarks.distributed import launch
+from benchmarks.distributed.phases import PHASES, Watchdog
 from sharding.topology import load_topology
 from tests.distributed.conftest import WORKLOAD
 
@@ -65,3 +70,34 @@ def test_stage_bandwidth_is_the_larger_plans_bytes_over_its_extra_time() -> None
     times = {"TW": stages, "TW:big": dict(stages, lookup=3e-3, input_dist=0.5e-3)}
     nbytes = {"TW:big": {"lookup": 4e6, "input_dist": 1e5, "optimizer": 0.0}}
     assert calibrate.stage_bandwidths(times, nbytes) == {"TW": {"lookup": pytest.approx(2e9)}}  # no growth: left out
+
+
+def test_a_rank_stuck_past_the_timeout_ends_the_job_in_one_line_naming_the_phase(tmp_path, capsys) -> None:
+    records = tmp_path / "records.jsonl"
+    rc = launch.main([*WORKLOAD, "dist.fault=hang", "dist.fault_rank=1", "dist.fault_step=0", "dist.timeout_s=3",
+                      f"output.records={records}", f"dist.output_dir={tmp_path}"])
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.strip()]
+    assert rc == 1 and len(lines) == 1, lines
+    assert "timed out in phase" in lines[0] and any(f"'{p}'" in lines[0] for p in PHASES), lines
+    assert "dist.timeout_s=3" in lines[0] and not records.exists()
+
+
+def test_watchdog_kills_the_ranks_of_a_phase_that_outlasts_the_timeout(tmp_path) -> None:
+    (tmp_path / "rank0").write_text("done 0")
+    (tmp_path / "rank1").write_text("steps 0")
+    marker = "dlrmbench_watchdog_test_rank"
+    child = subprocess.Popen([sys.executable, "-c", f"import time  # {marker}\ntime.sleep(600)"],
+                             start_new_session=True)
+    dog = Watchdog(str(tmp_path), 2, 0.5, marker, poll_s=0.05)
+    dog.start()
+    dog.join(timeout=60)
+    assert dog.expired == ("steps", [1])
+    assert child.wait(timeout=60) == -signal.SIGKILL
+
+
+def test_world_size_beyond_this_machines_memory_is_refused_naming_the_limit() -> None:
+    launch.check_world_size(4, 1e8, False, 1e6, available=8 * 2**30)
+    with pytest.raises(ValueError, match=r"dist.world_size=64: .* at most 16 ranks fit"):
+        launch.check_world_size(64, 0.0, False, 0.0, available=8 * 2**30)
+    with pytest.raises(ValueError, match="dist.verify"):
+        launch.check_world_size(8, 2**30, True, 0.0, available=8 * 2**30)

@@ -208,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
           f"load average at the end {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1/5/15 min; per-instance load in "
           "the records). Ratios below 1: ours better. TorchRec est. = TorchRec 1.8's estimator (re-stated, 1e-9); "
           "ours = our cost model. CPU s: `time.process_time` of `optimize` (one process); TorchRec wall s: its "
-          "planner in a child process.", "", *table]
+          "planner in a child process; 'gave up (N s)': killed after N s, the cap plus 30 s for the child's "
+          "imports; nan: that side has no valid plan.", "", *table]
     args.out.with_suffix(".md").write_text("\n".join(md) + "\n")
     print("\n".join(table[-1:]))
     print(f"wrote {args.out} and {args.out.with_suffix('.md')}")

@@ -277,6 +277,10 @@ def loads_of(res: Resources, plan: ShardingPlan) -> tuple[Loads, list[Piece]]:
     pieces: list[Piece] = []
     for name, tp in plan.tables.items():
         t, st = cost.tables[name], tp.sharding_type
+        if st == ShardingType.DATA_PARALLEL and len(tp.shards) == topo.world_size:
+            s = tp.shards[0]
+            state.put_all(st, *res.shard(t, st, s.rows, s.cols, s.tier, s.cache_fraction))
+            continue
         for s in sorted(tp.shards, key=lambda s: s.col_start):
             v, m = res.shard(t, st, s.rows, s.cols, s.tier, s.cache_fraction)
             state.put(s.rank, st, v, m)

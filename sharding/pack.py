@@ -15,7 +15,6 @@ instead of alone; it cost 0.2 s on 856 tables for 0.3% of step time.)
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import numpy as np
@@ -33,7 +32,6 @@ TW, CW, RW, TWRW, DP = (ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE, Shard
 Option = tuple[ShardingType, int, np.ndarray, float]  # (type, pieces, summed (ours, TorchRec) work, largest piece)
 RETYPE_ROUNDS, HOT_TABLES = 24, 3  # re-cuts (or merges) at most per packing; largest pieces tried per hot rank
 MAX_SPLIT = 8  # column-wise re-cuts tried: k ≤ this
-DP_MEMORY = 0.01  # data-parallel only for tables whose replicas take ≤ this share of the fast tier (as packing)
 
 
 class NoFit(Exception):
@@ -55,7 +53,6 @@ class Builder:
         vecs = np.array([self.shard(t, TW, t.rows, t.dim)[0] for t in self.cost.workload.tables])
         tw = np.array([res.summary(v) for v in vecs])
         self.avg = float((tw.sum(axis=0) / self.topo.world_size).max())  # average rank load, larger component
-        self.row_avg = vecs[:, :-1].sum(axis=0) / self.topo.world_size  # per row of ours, every table table-wise
 
     def shard(self, t: TableSpec, st: ShardingType, rows: int, cols: int) -> tuple[np.ndarray, dict[str, float]]:
         return self.res.shard(t, st, rows, cols, *self.tiers[t.name])
@@ -80,7 +77,7 @@ class Builder:
         out: list[Option] = []
         if allow_dp and tier == topo.fast.name:  # one rank too: a lone replica (DDP) is valid
             dv, dm = self.shard(t, DP, t.rows, t.dim)
-            if dm[tier] * w <= DP_MEMORY * topo.usable(tier):
+            if fits(dm):  # a replica on every rank, each within μ of it (`pack` drops replicas that overfill)
                 sv = sm(dv)
                 out.append((DP, w, sv * w, float(sv.max())))
         if mu > 0:
@@ -99,24 +96,20 @@ class Builder:
             out.append((RW, w, sum(sm(v) * k for (v, _), k in shards), max(float(sm(v).max()) for (v, _), _ in shards)))
         return out
 
-    def cool(self, t: TableSpec, st: ShardingType, k: int, hot: float) -> bool:
-        """Whether one piece of t's TW / CW(k) option puts at most `hot` × the average rank's load on every row
-        (`row_avg`): a hotter piece sets that row's maximum wherever it goes."""
-        if hot == math.inf:
-            return True
-        v = self.shard(t, st, t.rows, t.dim // k)[0][:-1]
-        on = self.row_avg > 0
-        return bool(np.all(v[on] <= hot * self.row_avg[on]))
-
-    def choose(self, t: TableSpec, theta: float, mu: float, allow_dp: bool, least_work: bool = False,
-               twrw_first: bool = False, hot: float = math.inf) -> tuple[ShardingType, int]:
+    def choose(self, t: TableSpec, theta: float, mu: float, allow_dp: bool, least_work: bool | int = False,
+               twrw_first: bool = False) -> tuple[ShardingType, int]:
         """Sharding type and piece count for table t. Split mode: the first of DP (if replicas cost less in
-        total), TW, CW by increasing k whose piece scores ≤ θ × average rank load (and is `cool` for `hot`), then
+        total), TW, CW by increasing k whose piece scores ≤ θ × average rank load, then
         TWRW, then RW (`twrw_first`: TWRW before CW: a column block still receives all of a table's ids).
         Least-work mode: among options whose pieces score ≤ θ × average, the least total work (as TorchRec's
-        proposers rank options), else the option with the smallest piece."""
+        proposers rank options), else the option with the smallest piece. `least_work` = 2 or 3 (model 0: ours,
+        1: TorchRec's, as `least_work` − 2): the option with the least total work by that model alone, whatever its
+        pieces' size (TorchRec's greedy proposer starts from the same choice)."""
         opts = self.options(t, mu, allow_dp)
         limit = theta * self.avg
+        if least_work is not True and least_work in (2, 3):
+            pick = min(opts, key=lambda o: (float(o[2][least_work - 2]), o[3]))
+            return pick[0], pick[1]
         if least_work:
             ok = [o for o in opts if o[3] <= limit]
             pick = min(ok, key=lambda o: float(o[2].max())) if ok else min(opts, key=lambda o: o[3])
@@ -124,30 +117,34 @@ class Builder:
         by_type = {(o[0], o[1]): o for o in opts}
         tw = by_type.get((TW, 1))
         dp = [o for o in opts if o[0] == DP]
-        if dp and tw is not None and np.all(dp[0][2] < tw[2]):
+        if dp and tw is not None and float(dp[0][2].max()) < float(tw[2].max()):  # by J's measure: the larger
             return DP, dp[0][1]
-        if tw is not None and tw[3] <= limit and self.cool(t, TW, 1, hot):
+        if tw is not None and tw[3] <= limit:
             return TW, 1
         order = (TWRW, CW) if twrw_first else (CW, TWRW)
         for st in order:
             for o in opts:
-                if o[0] == st and (st == TWRW or (o[3] <= limit and self.cool(t, st, o[1], hot))):
+                if o[0] == st and (st == TWRW or o[3] <= limit):
                     return o[0], o[1]
         return RW, self.topo.world_size
 
-    def pack(self, theta: float, mu: float, allow_dp: bool, least_work: bool = False, twrw_first: bool = False,
-             hot: float = math.inf) -> ShardingPlan:
+    def pack(self, theta: float, mu: float, allow_dp: bool, least_work: bool | int = False, twrw_first: bool = False,
+             ) -> ShardingPlan:
         topo = self.topo
         w, h = topo.world_size, min(topo.ranks_per_host, topo.world_size)
-        choice = {t.name: self.choose(t, theta, mu, allow_dp, least_work, twrw_first, hot)
+        choice = {t.name: self.choose(t, theta, mu, allow_dp, least_work, twrw_first)
                   for t in self.cost.workload.tables}
+        self._fit_replicas(choice, theta, mu, least_work, twrw_first)
         state = Loads(self.res, topo, {st for st, _ in choice.values()})
         pieces, groups = [], []
         layout: dict[str, tuple[ShardingType, list[int]]] = {}
         for t in self.cost.workload.tables:
             st, k = choice[t.name]
-            if st in (DP, RW):
-                for r, (a, b) in enumerate(row_ranges(t.rows, w) if st == RW else [(0, t.rows)] * w):
+            if st == DP:
+                state.put_all(st, *self.shard(t, st, t.rows, t.dim))
+                layout[t.name] = (st, list(range(w)))
+            elif st == RW:
+                for r, (a, b) in enumerate(row_ranges(t.rows, w)):
                     state.put(r, st, *self.shard(t, st, b - a, t.dim))
                 layout[t.name] = (st, list(range(w)))
             elif st == TWRW:
@@ -178,6 +175,26 @@ class Builder:
             layout[name] = (TWRW, list(range(best * h, best * h + h)))
         self.place(state, pieces)
         return self.finish(state, pieces, layout)
+
+    def _fit_replicas(self, choice: dict[str, tuple[ShardingType, int]], theta: float, mu: float,
+                      least_work: bool | int, twrw_first: bool) -> None:
+        """Data-parallel replicas sit on every rank: while they fill more than μ of a rank's tier (the rest is for
+        the shards that are placed), the largest goes back to its choice without data-parallel."""
+        tables = [t for t in self.cost.workload.tables if choice[t.name][0] == DP]
+        if not tables:
+            return
+        mem = {t.name: self.shard(t, DP, t.rows, t.dim)[1] for t in tables}
+        used: dict[str, float] = {}
+        for m in mem.values():
+            for k, v in m.items():
+                used[k] = used.get(k, 0.0) + v
+        tables.sort(key=lambda t: -sum(mem[t.name].values()))
+        for t in tables:
+            if all(v <= mu * self.topo.usable(k) for k, v in used.items()):
+                break
+            for k, v in mem[t.name].items():
+                used[k] -= v
+            choice[t.name] = self.choose(t, theta, mu, False, least_work, twrw_first)
 
     def place(self, state: Loads, pieces: list[Piece]) -> None:
         """Greedy: pieces by descending dominant share (largest v_k / row total of L) onto the rank minimising
@@ -301,7 +318,7 @@ def _try_split(state: Loads, shard: Shard, t: TableSpec, j0: float = np.inf,
         _restore(state, snap)
     v, m = shard(t, DP, t.rows, t.dim)
     fast = topo.fast.name
-    if set(m) == {fast} and m[fast] * w <= DP_MEMORY * topo.usable(fast) and state.fits(m).all() \
+    if set(m) == {fast} and state.fits(m).all() \
             and not hopeless(DP):
         snap = _snapshot(state)
         for r in range(w):

@@ -83,10 +83,13 @@ class TablePlan:
     def alike(self) -> dict[tuple[int, int, str, float], list[int]]:
         """(rows, cols, tier, cache fraction) -> the ranks of the shards of that shape, so that identical shards
         (data-parallel replicas, equal row or column blocks) are priced once."""
-        out: dict[tuple[int, int, str, float], list[int]] = {}
-        for s in self.shards:
-            out.setdefault((s.rows, s.cols, s.tier, s.cache_fraction), []).append(s.rank)
-        return out
+        memo = self.__dict__.get("_alike")  # shards are immutable: computed once per table plan
+        if memo is None:
+            memo = {}
+            for s in self.shards:
+                memo.setdefault((s.rows, s.cols, s.tier, s.cache_fraction), []).append(s.rank)
+            object.__setattr__(self, "_alike", memo)
+        return memo  # read-only: callers price shapes, they do not change them
 
 
 @dataclass

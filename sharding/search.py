@@ -116,6 +116,14 @@ class Loads(Bins):
         self.L[:, rank] += vec
         self.add(rank, 0.0, mem)
 
+    def put_all(self, st: ShardingType, vec: np.ndarray, mem: dict[str, float]) -> None:
+        """`put` of one shard of this size on every rank (data-parallel replicas), vectorised."""
+        g = STYPES.index(st)
+        self.L += vec[:, None] + self.res.hold[g][:, None] * (self.count[g] == 0)[None, :]
+        self.count[g] += 1
+        for t, b in mem.items():
+            self.used[t] += b
+
     def take(self, rank: int, st: ShardingType, vec: np.ndarray, mem: dict[str, float]) -> None:
         g = STYPES.index(st)
         self.count[g, rank] -= 1

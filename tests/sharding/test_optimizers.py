@@ -53,10 +53,10 @@ def test_ours_plans_the_856_table_set_on_128_ranks_validly_within_1_25_of_the_bo
     assert cost.plan_cost(plan) <= 1.25 * lower_bound(cost).value
 
 
-def test_torchrec_leaning_packings_lower_torchrecs_rating_on_the_100_table_set() -> None:
-    """On ≤ ATTEMPT_TABLES tables, packings weighting TorchRec's term more are candidates; the pick obeys the rule
-    (best TorchRec rating when ≤ TREC_FIRST by ours, else within TREC_SLACK) and rates no worse by TorchRec than
-    the plain joint packing, at no more than TREC_FIRST by our model."""
+def test_the_pick_takes_the_best_torchrec_rating_and_the_torchrec_only_packing_is_a_candidate() -> None:
+    """The packing on TorchRec's model alone is a candidate; the pick rates within TREC_TIE of the best TorchRec
+    rating among qualifying candidates, cheapest by our model among those, and no worse by TorchRec than the
+    plain joint packing."""
     from sharding import load_topology
     from sharding.optimizer import OptimizeStats
     from sharding.tablesets import load_tables
@@ -67,7 +67,7 @@ def test_torchrec_leaning_packings_lower_torchrecs_rating_on_the_100_table_set()
     stats = OptimizeStats()
     plan = optimize(wl, topo, stats=stats)
     ours, trec = CostModel(wl, topo).plan_cost(plan), TorchRecCostModel(wl, topo).plan_cost(plan)
-    assert any("TorchRec×" in lab for lab, _, _ in stats.candidates)
+    assert any("TorchRec-only" in lab for lab, _, _ in stats.candidates)
     _check_final_pick(stats, ours, trec)
     plain = next(c for c in stats.candidates if c[0].startswith("pack θ"))
-    assert trec < plain[2] and ours <= plain[1] * 1.02
+    assert trec <= plain[2] * (1 + 1e-9)

@@ -330,14 +330,11 @@ def _whatif(cfg: ServeAppConfig, spec) -> int:
     run_id = new_run_id()
     setup = build_setup(spec, s)
     dl = setup.dlrm
-    n_mean = int(np.median(setup.queries.sizes))
-    one = _median_time(lambda: dl.run_samples(0, n_mean), 3)
-    capacity = s.server.workers / one
-    pct = f"p{s.loadgen.percentile:g}_ms"
-    print(f"{s.name}: one median query ({n_mean} samples) {1e3 * one:.1f} ms alone → loads at 30/50/70% of "
-          f"{capacity:.1f} QPS (loadavg {os.getloadavg()[0]:.2f})", flush=True)
+    capacity = s.loadgen.target_qps
+    print(f"{s.name}: measured loads at 40/70/100% of serving.loadgen.target_qps = {capacity:g} QPS (set it to the "
+          f"latency-bounded QPS `serve search` found; loadavg {os.getloadavg()[0]:.2f})", flush=True)
     pairs_n, pairs_t, measured, records = [], [], [], []
-    for k, frac in enumerate((0.3, 0.5, 0.7)):
+    for k, frac in enumerate((0.4, 0.7, 1.0)):
         server = new_server(setup, s.server)
         p = run_loadgen(server, setup.queries, s.loadgen, Path(s.log_dir) / run_id / f"load{k}",
                         target_qps=frac * capacity)
@@ -388,7 +385,6 @@ def _whatif(cfg: ServeAppConfig, spec) -> int:
                "nmp_speedup": speedup, "nmp_method": how, "bounded_qps_model": base_q, "bounded_qps_nmp": nmp_q,
                "bound_ms": s.loadgen.latency_ms, "percentile": s.loadgen.percentile, "loadavg": list(os.getloadavg())}
     _write(cfg, [*records, summary])
-    del pct
     return 0
 
 

@@ -95,6 +95,10 @@ class SearchConfig:
     max_wait_ms: list[float] = field(default_factory=lambda: [0.0])
     static_batches: list[int] = field(default_factory=lambda: [128, 256, 512])
     max_settings: int = 4
+    confirm_repeats: int = 2
+    """repeats of a kind's best QPS that must all be VALID before it is reported"""
+    confirm_levels: int = 3
+    """at most this many VALID QPS values (highest first) are tried for confirmation"""
     """ours: at most this many (batch, split, workers, wait) settings get a full bisection"""
 
 

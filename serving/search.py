@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 
 from .config import SearchConfig, ServerConfig
 
-__all__ = ["Setting", "SearchResult", "bisect_qps", "naive_setting", "static_settings", "our_candidates",
+__all__ = ["Setting", "SearchResult", "bisect_qps", "confirm", "naive_setting", "static_settings", "our_candidates",
            "search_all"]
 
 RunFn = Callable[["Setting", float], dict]
@@ -38,6 +38,9 @@ class SearchResult:
     points: list[dict] = field(default_factory=list)
     bracketed: bool = False
     """an INVALID run above the best VALID one was seen (else best_qps is only a lower bound)"""
+    confirmed_qps: float = 0.0
+    """the highest VALID QPS of this setting whose repeats were all VALID too (0 = none confirmed)"""
+    confirm_runs: int = 0
 
     @property
     def runs(self) -> int:
@@ -81,6 +84,24 @@ def bisect_qps(run: Callable[[float], dict], start: float, steps: int, bracket_r
             lo = mid
         else:
             hi = mid
+    return result
+
+
+def confirm(run: Callable[[float], dict], result: SearchResult, repeats: int, levels: int) -> SearchResult:
+    """Re-run the setting's VALID QPS values, highest first (at most `levels` of them), `repeats` times each; the
+    first whose repeats are all VALID is the confirmed QPS. One lucky VALID run under noise is not an answer."""
+    valid = sorted({p["target_qps"] for p in result.points if _valid(p)}, reverse=True)
+    for q in valid[:levels]:
+        ok = True
+        for _ in range(repeats):
+            p = run(q)
+            result.confirm_runs += 1
+            if not _valid(p):
+                ok = False
+                break
+        if ok:
+            result.confirmed_qps = q
+            return result
     return result
 
 

@@ -249,3 +249,18 @@ def test_cli_run_writes_a_record_with_verdict_percentiles_and_loadgen_logs(tmp_p
     assert {"qps_offered", "latency_p50", "latency_p99", "queue_wait_ms_mean", "service_ms_mean"} <= names
     assert Path(rec["point"]["log_dir"], "mlperf_log_summary.txt").is_file() or \
         (tmp_path / rec["point"]["log_dir"] / "mlperf_log_summary.txt").is_file()
+
+
+def test_confirm_rejects_a_lucky_valid_run_and_keeps_the_highest_repeatable_one():
+    from serving.search import confirm
+
+    r = SearchResult(Setting("x", "ours", ServerConfig()))
+    r.points = [{"target_qps": q, "verdict": "VALID"} for q in (10.0, 20.0, 40.0)]
+    runs = []
+
+    def run(q):  # 40 was a lucky run: it fails when repeated; 20 holds
+        runs.append(q)
+        return {"verdict": "VALID" if q <= 20 else "INVALID"}
+
+    confirm(run, r, repeats=2, levels=3)
+    assert r.confirmed_qps == 20.0 and runs == [40.0, 20.0, 20.0] and r.confirm_runs == 3

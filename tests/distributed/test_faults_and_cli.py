@@ -53,7 +53,7 @@ def test_calibration_writes_a_config_that_loads(tmp_path) -> None:
     assert data["calibration"]["phase_s"]["torchrec_stages"] > 0
     topo = load_topology(out)
     assert topo.device == "cpu" and topo.world_size == 2
-    assert topo.fast.bandwidth > 0 and topo.intra_host.bandwidth > 0 and topo.intra_host.latency > 0
+    assert topo.fast.bandwidth > 0 and topo.intra_host.bandwidth > 0 and topo.intra_host.latency >= 0
     assert "benchmarks.calibrate" in topo.sources["provenance"] and topo.sources["date"]
     assert topo.inter_host.source.startswith("not measured")
 

@@ -507,7 +507,7 @@ def build_report(records: list[dict], out_dir: str | os.PathLike, title: str = "
             body += [f"<h2>{html.escape(f.heading)}</h2>", f'<img src="{f.name}.png" alt="{html.escape(f.heading)}">',
                      f"<p><small>{html.escape(f.caption)}</small></p>", _html_table(f.head, f.rows)]
         for heading in empty:
-            md += [f"## {heading}", "", "_No records with this data; see the example sweeps in conf/sweep/._", ""]
+            md += [f"## {heading}", "", "_No records with this data in the files given._", ""]
             body += [f"<h2>{html.escape(heading)}</h2><p><i>no records with this data</i></p>"]
         (tmp / "report.md").write_text("\n".join(md) + "\n")
         (tmp / "report.html").write_text("<!doctype html><meta charset='utf-8'><title>" + html.escape(title)

@@ -97,4 +97,4 @@ def test_plan_cli_on_torchrec_default_hardware_and_its_bad_budgets(tmp_path, cap
         out.unlink(missing_ok=True)
         assert main([*args, *bad]) == 2 and not out.exists()
         err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and err[0].startswith("error:") and bad[1] in err[0]
+        assert len(err) == 1 and err[0].startswith("dlrmbench plan: error:") and bad[1] in err[0]

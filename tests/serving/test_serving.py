@@ -264,3 +264,12 @@ def test_confirm_rejects_a_lucky_valid_run_and_keeps_the_highest_repeatable_one(
 
     confirm(run, r, repeats=2, levels=3)
     assert r.confirmed_qps == 20.0 and runs == [40.0, 20.0, 20.0] and r.confirm_runs == 3
+
+
+def test_parse_summary_takes_offline_and_single_stream_throughput():
+    from serving.loadgen import parse_summary
+
+    offline = parse_summary("Samples per second: 3081.46\nResult is : INVALID\n50.00 percentile latency (ns) : 1000\n")
+    single = parse_summary("QPS w/ loadgen overhead         : 1123.69\nResult is : VALID\n")
+    assert offline["completed_qps"] == 3081.46 and offline["verdict"] == "INVALID" and offline["p50_ms"] == 0.001
+    assert single["completed_qps"] == 1123.69 and single["verdict"] == "VALID"

@@ -44,8 +44,10 @@ __all__ = ["main", "run_case", "plan_file"]
 
 
 def plan_file(label: str) -> str:
-    """Name of a case's plan file inside the run's output directory."""
-    return re.sub(r"[^\w.-]", "_", Path(label).stem) + "_plan.json"
+    """Name of a case's plan file inside the run's output directory: the whole label (a plan file's label is its
+    stem), so cases such as `small4/ours/w2` and `wide2/ours/w2` in one job do not overwrite each other's plan."""
+    name = Path(label).stem if label.endswith(".json") else label
+    return re.sub(r"[^\w.-]", "_", name) + "_plan.json"
 
 
 def _env_int(name: str) -> int:

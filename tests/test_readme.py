@@ -36,6 +36,13 @@ class Run:
 TINY = ("workload.max_rows=20000 workload.batch_size=64 workload.num_batches=2 bench.repeats=2 bench.warmup=1 "
         "bench.ceiling_buffer_mib=16 output.progress=false")
 TRACE = "dlrmbench trace write day0.pt.gz workload=smoke workload.num_batches=8"  # 8 × 512 = 4096 samples
+TIMED = "--rounds 3 --repeats 1"
+COLLECT_TINY = "--families 2 --lookups 2 --repeats 2 --plans greedy_size,all_rw,all_cw,one_rank"
+CALIBRATE_TINY = "--rows 2000 --repeats 2 --rounds 1"
+SERVE_TINY = ("serving.loadgen.min_query_count=40 serving.loadgen.min_duration_ms=300 serving.max_rows=20000 "
+              "serving.loadgen.percentile=90")
+SEARCH_TINY = ("serving.search.bisection_steps=1 serving.search.bracket_runs=2 serving.search.max_settings=1 "
+               "serving.search.confirm_repeats=1 serving.search.confirm_levels=1 serving.search.static_batches=[128]")
 RECORDS = f"dlrmbench run workload=smoke backend=torch {TINY}"
 PLANS = ("dlrmbench plan --tables criteo_kaggle --hardware dgx_h100 --optimizer greedy_size --out a.json "
          "--no-torchrec-estimate",
@@ -54,7 +61,8 @@ RUNS: dict[str, Run] = {
     "dlrmbench run workload=table_list workload.table_list=conf/tables/example.csv": Run(extra=TINY, slow=True),
     "dlrmbench run workload=smoke backend=none cache=lru": Run(),
     "dlrmbench run workload=smoke backend=none nmp=recnmp_base": Run(slow=True),
-    "dlrmbench trace stats FILE": Run(instead="dlrmbench trace stats day0.pt.gz", setup=(TRACE,), slow=True),
+    "dlrmbench trace stats FILE [--json]": Run(instead="dlrmbench trace stats day0.pt.gz --json", setup=(TRACE,),
+                                               slow=True),
     "dlrmbench trace write OUT.pt.gz [overrides]": Run(instead="dlrmbench trace write out.pt.gz workload=smoke"),
     "dlrmbench plan --tables criteo_terabyte --hardware dgx_h100 --optimizer ours --out plan.json": Run(slow=True),
     "dlrmbench compare a.json b.json --png compare.png": Run(setup=PLANS, slow=True),
@@ -64,7 +72,27 @@ RUNS: dict[str, Run] = {
     "dlrmbench sweep plans --help": Run(),
     "dlrmbench report results/records.jsonl --out results/report": Run(setup=(RECORDS,), slow=True),
     "dlrmbench regress deterministic": Run(slow=True),
-    "dlrmbench regress timed --save results/timed.json": Run(extra="--repeats 3", slow=True),
+    "dlrmbench regress timed --save results/timed-1.json": Run(extra=TIMED, slow=True),
+    "dlrmbench regress timed --baseline results/timed-1.json results/timed-2.json results/timed-3.json":
+        Run(extra=f"{TIMED} --threshold 0.9", setup=tuple(f"dlrmbench regress timed --save results/timed-{i}.json {TIMED}"
+                                                           for i in (1, 2, 3)), slow=True),
+    "python -m benchmarks.regress_power --runs 5":
+        Run(instead="python -m benchmarks.regress_power --runs 1 --baseline-runs 1 --conditions quiet", slow=True),
+    "python -m benchmarks.regress_walls": Run(extra="--plan-repeats 1 --skip fault", slow=True),
+    "dlrmbench perfmodel collect": Run(extra=COLLECT_TINY, slow=True),
+    "dlrmbench perfmodel train": Run(setup=(f"dlrmbench perfmodel collect {COLLECT_TINY}",), slow=True),
+    "dlrmbench perfmodel evaluate": Run(setup=(f"dlrmbench perfmodel collect {COLLECT_TINY}",
+                                               "dlrmbench perfmodel train"), slow=True),
+    "dlrmbench validate-cost --quick": Run(extra="--repeats 2 --workloads small4", slow=True),
+    "dlrmbench plan --tables smoke --hardware results/hardware/calibrated.yaml --ranks 2 --cost-model learned "
+    "--out p.json": Run(setup=(f"dlrmbench calibrate {CALIBRATE_TINY}", f"dlrmbench perfmodel collect {COLLECT_TINY}",
+                              "dlrmbench perfmodel train"), slow=True),
+    "dlrmbench serve": Run(extra=SERVE_TINY, slow=True),
+    "dlrmbench serve serving=deeprecsys_rm1 serving.loadgen.target_qps=10": Run(extra=SERVE_TINY, slow=True),
+    "dlrmbench serve search serving=deeprecsys_rm3": Run(extra=f"{SERVE_TINY} {SEARCH_TINY}", slow=True),
+    "dlrmbench serve validate serving.loadgen.min_query_count=2000": Run(extra=SERVE_TINY, slow=True),
+    "dlrmbench serve overhead": Run(extra=SERVE_TINY, slow=True),
+    "dlrmbench serve whatif serving=deeprecsys_rm1 serving.loadgen.target_qps=80": Run(extra=SERVE_TINY, slow=True),
     "dlrmbench dist workload=smoke dist.plan=ours": Run(extra="dist.warmup=1 dist.repeats=2", slow=True),
     "dlrmbench dist +dist=dlrm dist.world_size=4 dist.verify=true workload.max_rows=100000":
         Run(extra="workload.batch_size=64 workload.num_batches=2 dist.warmup=1 dist.repeats=2", slow=True),

@@ -72,7 +72,8 @@ def _collect(a: argparse.Namespace) -> int:
     if a.families < 0 or a.lookups < 0 or a.repeats < 1 or a.per_job < 1 or a.world_size < 2:
         return _fail("needs --families ≥ 0, --lookups ≥ 0, --repeats ≥ 1, --per-job ≥ 1, --world-size ≥ 2")
     plans = tuple(p for p in a.plans.split(",") if p)
-    allowed = (*OPTIMIZERS, *LAYOUTS)
+    # a collected record keeps the plan it ran, so only plans made here qualify (ours/torchrec plan inside the job)
+    allowed = tuple(p for p in (*OPTIMIZERS, *LAYOUTS) if p not in ("ours", "torchrec", "best_greedy"))
     if not plans or any(p not in allowed for p in plans):
         return _fail(f"--plans {a.plans!r}: allowed {', '.join(allowed)} (comma-separated)")
     hw = _hardware(a.hardware)

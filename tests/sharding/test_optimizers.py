@@ -39,7 +39,7 @@ def test_every_plan_is_valid_and_bounded_and_ours_beats_greedy(ts, topo, mode, b
             assert ours_cost <= c * (1 + 1e-9), name
 
 
-def test_ours_plans_the_856_table_set_on_128_ranks_validly_within_1_25_of_the_bound() -> None:
+def test_ours_plans_the_856_table_set_on_128_ranks_validly_within_1_35_of_the_bound() -> None:
     """(How long it takes, target about 1 s, is a figure of `python -m benchmarks.regress_walls`.)"""
     from sharding import load_topology
     from sharding.tablesets import load_tables
@@ -48,9 +48,9 @@ def test_ours_plans_the_856_table_set_on_128_ranks_validly_within_1_25_of_the_bo
     plan = optimize(wl, topo)
     cost = CostModel(wl, topo)
     validate_plan(plan, wl, topo, cost)
-    # the step as plan_cost charges it (collectives paid at their busiest rank, slowest phases): ≈ 1.22 × the bound
-    # now (1.63 when the search balanced per-rank sums); target 1.05
-    assert cost.plan_cost(plan) <= 1.25 * lower_bound(cost).value
+    # the step as plan_cost charges it (collectives paid at their busiest rank, slowest phases): ≈ 1.30 × the bound
+    # since the pick prefers TorchRec's rating within 0.1% of its best (1.11 before; issue 16's A/B over the family)
+    assert cost.plan_cost(plan) <= 1.35 * lower_bound(cost).value
 
 
 def test_the_pick_takes_the_best_torchrec_rating_and_the_torchrec_only_packing_is_a_candidate() -> None:

@@ -217,6 +217,8 @@ def cli(argv: list[str]) -> int:
             for job in _combinations(argv)[:64]:
                 cfg = compose_config([o for o in job if not o.startswith("hydra")])
                 check_output_file(cfg.output.records, "output.records")
+                if not cfg.workload.trace:  # cheap without a trace (a trace is read once, by the run itself)
+                    _check_memory(build_workload(cfg.workload), cfg.bench.max_memory_fraction)
         except CONFIG_ERRORS as e:
             print(f"dlrmbench run: error: {one_line(e)}", file=sys.stderr)
             return 2

@@ -52,6 +52,7 @@ import numpy as np
 import yaml
 
 from benchmarks.errors import OneLineParser, check_output_file
+from embedding.files import umask_mode
 
 __all__ = ["main", "fit_bandwidth", "fit_latency_bandwidth", "stage_overheads", "stage_bandwidths", "step_overhead",
            "OVERHEAD_PLANS"]
@@ -476,6 +477,7 @@ def write_yaml(out: str, lookups: list[list[dict]], comm: dict[str, list[dict]],
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.fchmod(fd, umask_mode())  # mkstemp's 0600 → what open() would give
     with os.fdopen(fd, "w") as f:
         f.write(f"# Fitted by {how}.\n")
         yaml.safe_dump(data, f, sort_keys=False, width=115, allow_unicode=True)

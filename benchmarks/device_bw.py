@@ -27,6 +27,7 @@ import numpy as np
 import torch
 import yaml
 
+from embedding.files import umask_mode
 from embedding.generate import WorkloadGenerator
 from embedding.spec import AccessSpec, PoolingSpec, TableSpec, WorkloadSpec
 
@@ -151,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         d = os.path.dirname(os.path.abspath(args.out))
         os.makedirs(d, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=d, suffix=".tmp")
+        os.fchmod(fd, umask_mode())  # mkstemp's 0600 → what open() would give
         with os.fdopen(fd, "w") as fh:
             yaml.safe_dump(res, fh, sort_keys=False, allow_unicode=True)
         os.replace(tmp, args.out)

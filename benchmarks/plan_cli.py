@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.errors import OneLineParser, check_output_file, one_line
+from embedding.files import umask_mode
 from embedding.spec import SpecError
 from sharding import (
     BASELINES,
@@ -202,6 +203,7 @@ def _png(out: str, paths: list[str], plans: list[ShardingPlan], cost: CostModel)
     axes[1][0].legend(fontsize=8)
     fig.tight_layout()
     fd, tmp = tempfile.mkstemp(dir=Path(out).parent or ".", suffix=".png")
+    os.fchmod(fd, umask_mode())  # mkstemp's 0600 → what open() would give
     os.close(fd)
     try:
         fig.savefig(tmp, dpi=100)

@@ -15,23 +15,13 @@ from pathlib import Path
 
 import torch
 
+from embedding.files import umask_mode
+
 __all__ = ["environment", "git_sha", "new_run_id", "append_records", "read_records", "metric", "umask_mode"]
 
 _ROOT = Path(__file__).resolve().parent.parent
 
 
-def umask_mode(mode: int = 0o666) -> int:
-    """`mode` less the process's umask: what open() would give a new file (0o666) or folder (0o777). tempfile's
-    mkstemp/mkdtemp create 0600/0700 whatever the umask; files the user keeps get this mode instead."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return mode & ~int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o022)  # no /proc: read it by setting it (and put it straight back)
-    os.umask(mask)
-    return mode & ~mask
 
 
 def new_run_id() -> str:

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from .batch import Batch
+from .files import umask_mode
 from .spec import AccessSpec, PoolingSpec, SpecError, TableSpec, WorkloadSpec
 
 __all__ = ["TraceError", "load_trace", "rows_per_table", "save_trace", "trace_batches", "trace_statistics",
@@ -124,6 +125,7 @@ def save_trace(path: str | os.PathLike, batch: Batch, compress: bool | None = No
     triple = (torch.from_numpy(np.ascontiguousarray(batch.indices)), torch.from_numpy(batch.offsets),
               torch.from_numpy(np.ascontiguousarray(batch.lengths)))
     fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.")
+    os.fchmod(fd, umask_mode())  # mkstemp's 0600 → what open() would give
     try:
         with os.fdopen(fd, "wb") as raw:
             if compress:

@@ -13,6 +13,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from embedding.files import umask_mode
 from sharding.workload import PlanError
 
 __all__ = ["ShardingType", "Shard", "TablePlan", "ShardingPlan", "PLAN_FORMAT"]
@@ -149,6 +150,7 @@ class ShardingPlan:
         """Write JSON atomically (temp file + rename), so a failed save leaves nothing behind."""
         path = Path(path)
         fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.", suffix=".tmp")
+        os.fchmod(fd, umask_mode())  # mkstemp's 0600 → what open() would give
         try:
             with os.fdopen(fd, "w") as f:
                 json.dump(self.to_dict(), f, indent=1)

@@ -14,6 +14,7 @@ import numpy as np
 from numba import njit
 
 from embedding.cache.simulate import CacheInputError, dense_ids
+from embedding.files import umask_mode
 
 __all__ = ["MissRatioCurve", "lru_mrc", "stack_distances", "miss_rate_at", "slow_tier_bytes_at", "plot_mrc"]
 
@@ -123,6 +124,7 @@ def plot_mrc(curves: dict[str, MissRatioCurve], path: str, title: str = "LRU mis
     ax.legend(fontsize=7)
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(suffix=".png", dir=directory)
+    os.fchmod(fd, umask_mode())  # mkstemp's 0600 → what open() would give
     os.close(fd)
     try:
         fig.savefig(tmp, dpi=120, bbox_inches="tight")

@@ -66,3 +66,25 @@ def test_records_and_reports_follow_the_umask(tmp_path, mask):
     assert (tmp_path / "rep").stat().st_mode & 0o777 == 0o777 & ~mask
     for f in (tmp_path / "rep").iterdir():
         assert f.stat().st_mode & 0o777 == 0o666 & ~mask, f.name
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o077])
+def test_traces_and_plans_written_atomically_follow_the_umask(tmp_path, mask):
+    import numpy as np
+
+    from embedding.batch import Batch
+    from embedding.traces import save_trace
+    from sharding import PlanWorkload, load_topology
+    from sharding.baselines import BASELINES
+    from sharding.tablesets import load_tables
+
+    batch = Batch(lengths=np.array([[1, 2]]), indices=np.array([3, 4, 5]))
+    plan = BASELINES["round_robin"](PlanWorkload(load_tables("smoke"), 64), load_topology("dgx_h100"))
+    old = os.umask(mask)
+    try:
+        save_trace(tmp_path / "t.pt.gz", batch)
+        plan.save(tmp_path / "p.json")
+    finally:
+        os.umask(old)
+    for name in ("t.pt.gz", "p.json"):
+        assert (tmp_path / name).stat().st_mode & 0o777 == 0o666 & ~mask, name

@@ -267,10 +267,13 @@ def _validate(cfg: ServeAppConfig, spec) -> int:
         for rho in (0.3, 0.6, 0.85):
             r = validate_point(s.server.fixed_ms, c, rho, queries, s.loadgen, s.loadgen.min_query_count,
                                Path(s.log_dir) / run_id / f"md{c}_{int(rho * 100)}")
-            m, ref = r["measured"], r["reference"]
+            m, ref, st = r["measured"], r["reference"], r["reference_steady_state"]
+            band = ref["p99_band_ms"]
             line = (f"M/D/{c} rho {rho:.2f} ({r['qps']:.0f} QPS): p50 {m['p50_ms']:.2f} vs {ref['p50_ms']:.2f} ms "
                     f"({100 * r['p50_error']:+.1f}%), p99 {m['p99_ms']:.2f} vs {ref['p99_ms']:.2f} ms "
-                    f"({100 * r['p99_error']:+.1f}%) {'ok' if r['p50_ok'] and r['p99_ok'] else 'OUTSIDE 10%'}; vs M/G/{c} "
+                    f"({100 * r['p99_error']:+.1f}%) {'ok' if r['p50_ok'] and r['p99_ok'] else 'OUTSIDE 10%'} "
+                    f"(reference: runs of {s.loadgen.min_query_count} queries, 90% of them p99 {band[0]:.1f}–"
+                    f"{band[1]:.1f} ms; steady state p99 {st['p99_ms']:.2f}); vs M/G/{c} "
                     f"with the measured service times p50 {100 * r['p50_error_mgc']:+.1f}% p99 "
                     f"{100 * r['p99_error_mgc']:+.1f}%; "
                     f"service p50/p99 {m['service_ms_p50']:.2f}/{m['service_ms_p99']:.2f} ms; "

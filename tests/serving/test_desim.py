@@ -44,3 +44,15 @@ def test_batching_in_the_model_never_exceeds_max_batch_and_splits_queries():
     simulate(ServerConfig(workers=2, max_batch=64, split=32, max_wait_ms=1.0), 200.0, np.array([10, 100]), spy,
              queries=500, warmup=0)
     assert max(seen) <= 64 and sum(seen) > 0
+
+
+def test_a_short_runs_reference_matches_steady_state_at_low_load_and_sits_below_it_at_high_load():
+    from serving.theory import finite_run_percentiles
+
+    low = finite_run_percentiles(0.3 / 0.005, 0.005, 1, customers=2000, runs=100)
+    steady_low = mdc_percentiles(0.3 / 0.005, 0.005, 1, customers=300_000)
+    assert abs(low["p50_ms"] / steady_low["p50_ms"] - 1) < 0.03 and abs(low["p99_ms"] / steady_low["p99_ms"] - 1) < 0.1
+    high = finite_run_percentiles(0.85 / 0.005, 0.005, 1, customers=2000, runs=100)
+    steady_high = mdc_percentiles(0.85 / 0.005, 0.005, 1, customers=300_000)
+    lo, hi = high["p99_band_ms"]
+    assert lo < high["p99_ms"] < hi and high["p99_ms"] < steady_high["p99_ms"]  # the tail has not built up yet

@@ -18,7 +18,7 @@ from .config import LoadGenConfig
 from .queries import QuerySet
 from .server import Request, Server
 
-__all__ = ["run_loadgen", "parse_summary", "test_settings"]
+__all__ = ["run_loadgen", "parse_summary", "test_settings", "log_settings"]
 
 _SCENARIO = {"Server": lg.TestScenario.Server, "Offline": lg.TestScenario.Offline,
              "SingleStream": lg.TestScenario.SingleStream}
@@ -74,6 +74,17 @@ def parse_summary(text: str) -> dict:
     return out
 
 
+def log_settings(log_dir: str | Path) -> lg.LogSettings:
+    """LoadGen's summary and detail logs into `log_dir`, nothing on stdout, no trace."""
+    out = lg.LogOutputSettings()
+    out.outdir = str(log_dir)
+    out.copy_summary_to_stdout = False
+    log = lg.LogSettings()
+    log.log_output = out
+    log.enable_trace = False
+    return log
+
+
 def run_loadgen(server: Server, queries: QuerySet, cfg: LoadGenConfig, log_dir: str | Path,
                 target_qps: float | None = None) -> dict:
     """One LoadGen test of `server` (started here, stopped at the end); returns the parsed summary plus the
@@ -94,12 +105,7 @@ def run_loadgen(server: Server, queries: QuerySet, cfg: LoadGenConfig, log_dir: 
     sut = lg.ConstructSUT(issue, server.flush)
     n = int(sizes.size)
     qsl = lg.ConstructQSL(n, n, lambda _: None, lambda _: None)
-    out = lg.LogOutputSettings()
-    out.outdir = str(log_dir)
-    out.copy_summary_to_stdout = False
-    log = lg.LogSettings()
-    log.log_output = out
-    log.enable_trace = False
+    log = log_settings(log_dir)
     t0 = time.perf_counter()
     try:
         lg.StartTestWithLogSettings(sut, qsl, test_settings(cfg, target_qps), log)

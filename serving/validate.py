@@ -19,7 +19,7 @@ import mlperf_loadgen as lg
 import numpy as np
 
 from .config import LoadGenConfig, ServerConfig
-from .loadgen import parse_summary, run_loadgen, test_settings
+from .loadgen import log_settings, parse_summary, run_loadgen, test_settings
 from .queries import QuerySet
 from .server import Server
 from .services import FixedService
@@ -63,11 +63,7 @@ def null_sut_overhead(queries: QuerySet, base: LoadGenConfig, qps: float, query_
     sut = lg.ConstructSUT(issue, lambda: None)
     n = int(queries.sizes.size)
     qsl = lg.ConstructQSL(n, n, lambda _: None, lambda _: None)
-    out = lg.LogOutputSettings()
-    out.outdir = str(log_dir)
-    out.copy_summary_to_stdout = False
-    log = lg.LogSettings()
-    log.log_output = out
+    log = log_settings(log_dir)
     cfg = replace(base, scenario="Server", target_qps=qps, latency_ms=100.0, min_query_count=query_count,
                   min_duration_ms=0)
     try:

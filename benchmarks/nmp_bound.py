@@ -33,8 +33,8 @@ def nmp_bound(rec: dict) -> str | None:
     used = _value(rec, "nmp.ranks_with_data")
     ranks = f"{used:.0f} of {total} ranks hold table rows" if used is not None else f"{total} ranks"
     head = f"speedup {speedup:.2f}× < 1"
-    why = _metric(rec, "nmp.speedup_bound")["method"]
-    term = why[why.find("NMP bound by"):why.find(";", why.find("NMP bound by"))] if "NMP bound by" in why else ""
+    m = _metric(rec, "nmp.speedup_bound")
+    term = f"NMP bound by the {m.get('nmp_bound_by', '?')}, host by the {m.get('host_bound_by', '?')}"
     if cap < 1.5:
         return f"{head}: the configuration's own bound is {cap:.2f}× ({term}; {ranks}): NMP cannot do much better here"
     w = rec.get("workload", {})

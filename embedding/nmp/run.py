@@ -116,10 +116,11 @@ def summarise(cfg: NmpConfig, results: list[dict[str, ModeResult]], looked_up_by
                            "batch cycles, same lookups and placement, summed over batches"))
         if bound is not None:
             value, hb, nb = bound
-            out.append(_metric("nmp.speedup_bound", value, "x", f"emulated host cycles / NMP lower bound (bounds.py; "
-                               f"NMP bound by the {nb.term}, host by the {hb.term}; "
-                               f"C/A {cfg.inst_per_cycle:g} instructions/cycle, "
-                               f"{cfg.geometry.ranks_per_channel} ranks/channel); no emulated run exceeds it"))
+            m = _metric("nmp.speedup_bound", value, "x", f"emulated host cycles / NMP lower bound (bounds.py; "
+                        f"NMP bound by the {nb.term}, host by the {hb.term}; "
+                        f"C/A {cfg.inst_per_cycle:g} instructions/cycle, "
+                        f"{cfg.geometry.ranks_per_channel} ranks/channel); no emulated run exceeds it")
+            out.append(m | {"nmp_bound_by": nb.term, "host_bound_by": hb.term})  # for readers of the record
         eh = sum(energy_nj(cfg, r["host"]) for r in results)
         en = sum(energy_nj(cfg, r["nmp"]) for r in results)
         out.append(_metric("nmp.energy_saving", 1 - en / eh if eh else 0.0, "ratio", "1 − NMP energy / host energy"))

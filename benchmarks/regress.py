@@ -189,7 +189,7 @@ def _parse_plant(texts: Sequence[str]) -> dict[str, float]:
         try:
             out[name] = float(value)
         except ValueError:
-            raise ValueError(f"--plant {text!r}: expected PROBE=FACTOR, e.g. lru_simulate/unique=1.25") from None
+            raise ValueError(f"--plant {text!r}: expected PROBE=FACTOR, e.g. lru_simulate/frozen_lru=1.25") from None
         if not 1 <= out[name] <= 16:
             raise ValueError(f"--plant {text!r}: FACTOR must be in [1, 16]")
     return out

@@ -22,7 +22,7 @@ import numpy as np
 
 __all__ = ["main"]
 
-PROBES = ("torch_forward/embedding_bag", "lru_simulate/unique")
+PROBES = ("torch_forward/frozen_forward", "lru_simulate/frozen_lru")
 
 
 def _run(out: Path, name: str, baseline: list[str], extra: list[str]) -> dict:

@@ -1,6 +1,9 @@
 """The timed regression check: kernels timed against an in-process reference, decided on between-run noise.
 
-Measuring: every probe pairs a kernel with a reference kernel on the same data. A sample is the CPU time
+Measuring: every probe pairs a kernel with a reference kernel on the same data: a frozen copy of what the kernel
+did when the check was built (`regress_reference`), so that load slows both alike (np.unique or a bare library op
+beside the kernel moved 9–10% between loaded runs and hid a 25% slowdown) and only a code change moves the ratio.
+A sample is the CPU time
 (`time.process_time`, torch on one thread) of `calls` calls of each, the two interleaved, the order alternating; a
 round's figure is the median ratio kernel/reference of `repeats` such pairs. A run is `rounds` rounds, the probes
 interleaved round by round, so a burst of load hits one round of every probe rather than one probe.
@@ -26,7 +29,10 @@ import numpy as np
 
 __all__ = ["FORMAT", "Probe", "Rule", "timed_probes", "measure_run", "decide", "load_run", "run_payload"]
 
-FORMAT = "dlrmbench-regress-timed/2"
+FORMAT = "dlrmbench-regress-timed/3"
+LRU_FRACTION = 0.02
+"""cache size of the LRU probe, as a share of each table's rows: small enough that every smoke table's cache is
+smaller than its distinct rows, so the probe times the LRU kernel, not the everything-fits shortcut (a sort)"""
 
 
 @dataclass(frozen=True)
@@ -69,10 +75,11 @@ def timed_probes(planted: dict[str, float] | None = None) -> dict[str, Probe]:
     import torch
 
     from embedding.backends import build_backend, init_weights
-    from embedding.cache.workload import shared_stream, simulate_batches
+    from embedding.cache.workload import simulate_batches, table_capacities, table_streams
     from embedding.generate import generate_batches
 
     from .compose import compose_workload
+    from .regress_reference import frozen_lru_hits
 
     planted = planted or {}
     spec = compose_workload(["workload=smoke"])
@@ -81,21 +88,27 @@ def timed_probes(planted: dict[str, float] | None = None) -> dict[str, Probe]:
     backend = build_backend("torch", spec, weights, torch.device("cpu"), "fp32", 0.01)
     inputs = backend.prepare(batches[0])  # (indices shifted to the concatenated table, offsets, T, B)
     table = torch.cat([w for w in weights])  # rows of all tables, as the backend's one fused bag holds them
-    keys = shared_stream(batches, spec.tables)[0]
+    streams = [np.ascontiguousarray(k, dtype=np.int64) for k in table_streams(batches, len(spec.tables))]
+    capacities = table_capacities(spec.tables, "per_table", 0, 0, LRU_FRACTION)
 
     def forward() -> None:
         with torch.no_grad():
             backend.forward(inputs)
 
-    def bare_bag() -> None:  # the library op the backend wraps, on the same data: same memory traffic
-        torch.nn.functional.embedding_bag(inputs[0], table, inputs[1], mode="sum", include_last_offset=True)
+    def frozen_forward() -> None:  # the fused forward as written when the check was built: the library op the
+        # backend wraps, then the same (T·B, D) → (B, T·D) layout copy; the same memory traffic, frozen
+        idx, off, T, B = inputs
+        with torch.no_grad():
+            pooled = torch.nn.functional.embedding_bag(idx, table, off, mode="sum", include_last_offset=True)
+            pooled.view(T, B, -1).transpose(0, 1).reshape(B, -1)
 
     probes = {
-        "torch_forward/embedding_bag": Probe(bare_bag, forward, 40, "torch backend forward of one smoke batch / "
-                                             "bare torch.nn.functional.embedding_bag of the same bags"),
-        "lru_simulate/unique": Probe(lambda: np.unique(keys),
-                                     lambda: simulate_batches(batches, spec.tables, "lru", capacity_fraction=0.2), 4,
-                                     "exact LRU simulation of the smoke batches / np.unique over the same lookups"),
+        "torch_forward/frozen_forward": Probe(frozen_forward, forward, 40, "torch backend forward of one smoke batch "
+                                              "/ a frozen copy of its fused forward (embedding_bag + layout)"),
+        "lru_simulate/frozen_lru": Probe(
+            lambda: frozen_lru_hits(streams, capacities),
+            lambda: simulate_batches(batches, spec.tables, "lru", capacity_fraction=LRU_FRACTION), 8,
+            "exact LRU simulation of the smoke batches / a frozen copy of the LRU kernel on the same streams"),
     }
     unknown = sorted(set(planted) - set(probes))
     if unknown:

@@ -221,3 +221,21 @@ def test_background_load_ends_when_its_parent_is_killed(tmp_path):
             break
         time.sleep(0.1)
     assert not any(_alive(p) for p in pids)
+
+
+def test_the_frozen_lru_reference_does_the_live_simulators_work():
+    """The LRU probe's reference must count exactly the hits the live simulator counts on the probe's streams (the
+    same work, hence the same memory traffic), with every table's cache smaller than its distinct rows."""
+    from benchmarks.compose import compose_workload
+    from benchmarks.regress_reference import frozen_lru_hits
+    from benchmarks.regress_timed import LRU_FRACTION
+    from embedding.cache.workload import simulate_batches, table_capacities, table_streams
+    from embedding.generate import generate_batches
+
+    spec = compose_workload(["workload=smoke"])
+    batches = generate_batches(spec)
+    streams = [np.asarray(k, np.int64) for k in table_streams(batches, len(spec.tables))]
+    caps = table_capacities(spec.tables, "per_table", 0, 0, LRU_FRACTION)
+    assert all(c < np.unique(s).size for s, c in zip(streams, caps, strict=True))
+    live = simulate_batches(batches, spec.tables, "lru", capacity_fraction=LRU_FRACTION).overall.hits
+    assert frozen_lru_hits(streams, caps) == live > 0

@@ -113,12 +113,18 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         cfg = compose_serve(argv)
-        check_serving(cfg.serving)
+        check_serving(cfg.serving, cuda=cfg.serving.server.gpu_threshold > 0 and _cuda())
         spec = build_workload(cfg.workload)
     except SpecError as e:
         print(f"dlrmbench serve: error: {e}", file=sys.stderr)
         return 2
     return _COMMANDS[cmd](cfg, spec)
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def _write(cfg: ServeAppConfig, records: list[dict]) -> None:
@@ -135,17 +141,16 @@ def _line(tag: str, p: dict) -> str:
             f"(loadavg {la:.2f})")
 
 
-def _run(cfg: ServeAppConfig, spec) -> int:
+def _run(cfg: ServeAppConfig, spec, setup) -> int:
     from dataclasses import replace
 
     import numpy as np
 
-    from serving.build import build_setup, new_server
+    from serving.build import new_server
     from serving.loadgen import run_loadgen
 
     run_id = new_run_id()
     s = cfg.serving
-    setup = build_setup(spec, s)
     records, points = [], []
     for k in range(s.loadgen.repeats):
         lg_cfg = replace(s.loadgen, seed=s.loadgen.seed + k)
@@ -164,17 +169,16 @@ def _run(cfg: ServeAppConfig, spec) -> int:
     return 0
 
 
-def _search(cfg: ServeAppConfig, spec) -> int:
+def _search(cfg: ServeAppConfig, spec, setup) -> int:
     import numpy as np
 
-    from serving.build import build_setup, new_server
+    from serving.build import new_server
     from serving.loadgen import run_loadgen
     from serving.report import plot_qps_latency
     from serving.search import search_all
 
     s = cfg.serving
     run_id = new_run_id()
-    setup = build_setup(spec, s)
     cores = os.cpu_count() or 1
     # starting QPS only (never the answer): half of 1 / (one median-size query on one worker, median of 5)
     n = int(np.median(setup.queries.sizes))
@@ -326,16 +330,15 @@ def _nmp_speedup(spec, pool, n: int) -> tuple[float, str]:
     return m["value"], "RecNMP-opt emulation (conf/nmp/recnmp_opt.yaml, fidelity fast), " + m["method"]
 
 
-def _whatif(cfg: ServeAppConfig, spec) -> int:
+def _whatif(cfg: ServeAppConfig, spec, setup) -> int:
     import numpy as np
 
-    from serving.build import build_setup, new_server
+    from serving.build import new_server
     from serving.desim import ServiceModel, bounded_qps, simulate
     from serving.loadgen import run_loadgen
 
     s = cfg.serving
     run_id = new_run_id()
-    setup = build_setup(spec, s)
     dl = setup.dlrm
     capacity = s.loadgen.target_qps
     print(f"{s.name}: measured loads at 40/70/100% of serving.loadgen.target_qps = {capacity:g} QPS (set it to the "
@@ -395,7 +398,22 @@ def _whatif(cfg: ServeAppConfig, spec) -> int:
     return 0
 
 
-_COMMANDS = {"run": _run, "search": _search, "validate": _validate, "overhead": _overhead, "whatif": _whatif}
+def _with_setup(body):
+    """Run `body(cfg, spec, setup)` with the pool, model (and worker processes, if any) built, and end the
+    processes whatever happens."""
+    def command(cfg: ServeAppConfig, spec) -> int:
+        from serving.build import build_setup
+
+        setup = build_setup(spec, cfg.serving)
+        try:
+            return body(cfg, spec, setup)
+        finally:
+            setup.close()
+    return command
+
+
+_COMMANDS = {"run": _with_setup(_run), "search": _with_setup(_search), "validate": _validate,
+             "overhead": _overhead, "whatif": _with_setup(_whatif)}
 
 
 if __name__ == "__main__":

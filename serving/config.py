@@ -14,7 +14,7 @@ __all__ = ["QueryConfig", "ServerConfig", "LoadGenConfig", "SearchConfig", "Serv
 
 SCENARIOS = ("Server", "Offline", "SingleStream")
 SIZE_KINDS = ("fixed", "uniform", "lognormal", "mlperf")
-WORKER_KINDS = ("thread",)
+WORKER_KINDS = ("thread", "process")
 
 
 class ServingError(SpecError):
@@ -46,7 +46,7 @@ class ServerConfig:
     """The system under test: queue → batcher → workers."""
 
     workers: int = 1
-    """inference workers (threads; torch ops release the GIL)"""
+    """inference workers (each a thread that forms batches; see worker_kind)"""
     intra_threads: int = 1
     """torch intra-op threads per worker (workers × intra_threads ≤ cores avoids oversubscription)"""
     max_batch: int = 256
@@ -56,6 +56,10 @@ class ServerConfig:
     split: int = 0
     """queries above this many samples are cut into pieces of at most this size (0 = never split)"""
     worker_kind: str = "thread"
+    """thread (the worker thread runs the DLRM itself) | process (each worker thread hands its batches to a worker
+    process owning its own model copy: no shared GIL; spawned once per setup, outside the timed runs)"""
+    gpu_threshold: int = 0
+    """queries of more than this many samples go whole to a GPU lane (0 = off; needs CUDA, refused without it)"""
     service: str = "dlrm"
     """dlrm (the project's DLRM inference) | fixed (validation only: a timed wait of `fixed_ms` per query)"""
     fixed_ms: float = 5.0
@@ -92,6 +96,7 @@ class SearchConfig:
     max_batches: list[int] = field(default_factory=lambda: [128, 256])
     splits: list[int] = field(default_factory=lambda: [0, 64])
     workers: list[int] = field(default_factory=lambda: [2, 1])
+    worker_kinds: list[str] = field(default_factory=lambda: ["process", "thread"])
     max_wait_ms: list[float] = field(default_factory=lambda: [0.0])
     static_batches: list[int] = field(default_factory=lambda: [128, 256, 512])
     max_settings: int = 4
@@ -122,8 +127,9 @@ def _require(ok: bool, message: str) -> None:
         raise ServingError(message)
 
 
-def check_serving(cfg: ServingConfig, cores: int | None = None) -> None:
-    """Validate every serving knob (raises ServingError naming the first bad one)."""
+def check_serving(cfg: ServingConfig, cuda: bool = False) -> None:
+    """Validate every serving knob (raises ServingError naming the first bad one); `cuda`: a CUDA device is present
+    (the GPU offload threshold is refused without one rather than silently measuring a CPU-only server)."""
     q, s, lg = cfg.query, cfg.server, cfg.loadgen
     _require(lg.scenario in SCENARIOS, f"serving.loadgen.scenario={lg.scenario!r}: must be one of {list(SCENARIOS)}")
     _require(lg.target_qps > 0, f"serving.loadgen.target_qps={lg.target_qps}: must be > 0")
@@ -146,6 +152,11 @@ def check_serving(cfg: ServingConfig, cores: int | None = None) -> None:
     _require(s.split >= 0, f"serving.server.split={s.split}: must be ≥ 0 (0 = never split)")
     _require(s.worker_kind in WORKER_KINDS, f"serving.server.worker_kind={s.worker_kind!r}: must be one of "
              f"{list(WORKER_KINDS)}")
+    _require(s.gpu_threshold >= 0, f"serving.server.gpu_threshold={s.gpu_threshold}: must be ≥ 0 (0 = off)")
+    _require(s.gpu_threshold == 0 or cuda, f"serving.server.gpu_threshold={s.gpu_threshold}: GPU offload needs a "
+             "CUDA device and this machine has none; use 0 (off)")
+    _require(s.gpu_threshold == 0 or s.service == "dlrm",
+             "serving.server.gpu_threshold needs serving.server.service=dlrm (the fixed service has no GPU copy)")
     _require(s.service in ("dlrm", "fixed"), f"serving.server.service={s.service!r}: must be dlrm or fixed")
     _require(s.fixed_ms > 0, f"serving.server.fixed_ms={s.fixed_ms}: must be > 0")
     _require(s.max_wait_ms < 0 or s.max_batch > 0 or s.max_wait_ms == 0,
@@ -157,3 +168,5 @@ def check_serving(cfg: ServingConfig, cores: int | None = None) -> None:
         vals = getattr(sc, name)
         _require(len(vals) > 0 and all(v >= 1 for v in vals), f"serving.search.{name}={list(vals)}: need values ≥ 1")
     _require(all(v >= 0 for v in sc.splits), f"serving.search.splits={list(sc.splits)}: need values ≥ 0")
+    _require(len(sc.worker_kinds) > 0 and all(k in WORKER_KINDS for k in sc.worker_kinds),
+             f"serving.search.worker_kinds={list(sc.worker_kinds)}: need one or more of {list(WORKER_KINDS)}")

@@ -4,10 +4,15 @@ Budgets, not clocks: each setting costs a counted number of LoadGen runs. `bisec
 doubling or halving from a start (at most `bracket_runs` runs), then bisects it `steps` times; the answer is the
 highest VALID QPS seen. Three servers are compared at the same bound:
 - naive: one query at a time (one worker, all cores' intra-op threads, no batching, no splitting);
-- static: batches of up to B samples from whatever is queued (the MLPerf reference server's batching), one worker,
-  no splitting; the best B of a list;
-- ours: workers × split size × max batch × max wait (DeepRecSched's knobs). Each candidate is first tried once
-  just above the best QPS found so far; only candidates VALID there get a bisection (at most `max_settings`).
+- static: a fixed batch size B: the batcher waits until B samples are queued (no timeout; LoadGen's flush ends a
+  run), one worker with all cores' intra-op threads, no splitting; the best B of a list;
+- ours: worker kind (threads or processes) × workers × split size × max batch × max wait (DeepRecSched's knobs
+  plus the pool). Batching is dynamic: a free worker takes whatever is queued up to max batch and waits at most
+  max wait for more (0: not at all). The candidate "thread, 1 worker, no split, wait 0" is the greedy batcher of
+  MLPerf's reference server. Each candidate is first tried once just above the best QPS found so far; only
+  candidates VALID there get a bisection (at most `max_settings`).
+Runs: naive and each static B cost ≤ bracket_runs + steps; each candidate one probe, a bisected one ≤ bracket_runs
++ steps more; confirmation ≤ confirm_levels × confirm_repeats per kind. Every run is counted and reported.
 """
 from __future__ import annotations
 
@@ -106,23 +111,29 @@ def confirm(run: Callable[[float], dict], result: SearchResult, repeats: int, le
 
 
 def naive_setting(base: ServerConfig, cores: int) -> Setting:
-    return Setting("naive", "naive", replace(base, workers=1, intra_threads=cores, max_batch=0, split=0,
-                                             max_wait_ms=0.0))
+    return Setting("naive", "naive", replace(base, workers=1, worker_kind="thread", intra_threads=cores, max_batch=0,
+                                             split=0, max_wait_ms=0.0))
 
 
 def static_settings(base: ServerConfig, cfg: SearchConfig, cores: int) -> list[Setting]:
-    return [Setting(f"static B={b}", "static", replace(base, workers=1, intra_threads=cores, max_batch=b,
-                                                        split=0, max_wait_ms=0.0)) for b in cfg.static_batches]
+    return [Setting(f"static B={b}", "static", replace(base, workers=1, worker_kind="thread", intra_threads=cores,
+                                                        max_batch=b, split=0, max_wait_ms=-1.0))
+            for b in cfg.static_batches]
 
 
 def our_candidates(base: ServerConfig, cfg: SearchConfig, cores: int) -> list[Setting]:
+    """Every combination of the search lists, in list order (so put the likeliest first: only `max_settings` get a
+    bisection). One process worker is one thread worker plus a pipe: skipped. Intra-op threads = cores / workers,
+    so workers × intra-op threads never exceeds the cores."""
     out = []
-    for w, s, b, wait in itertools.product(cfg.workers, cfg.splits, cfg.max_batches, cfg.max_wait_ms):
-        if s and s > b:
+    for kind, w, s, b, wait in itertools.product(cfg.worker_kinds, cfg.workers, cfg.splits, cfg.max_batches,
+                                                 cfg.max_wait_ms):
+        if (s and s > b) or (kind == "process" and w == 1):
             continue
         threads = max(1, cores // w)
-        out.append(Setting(f"ours w={w} split={s} B={b} wait={wait:g}", "ours",
-                           replace(base, workers=w, intra_threads=threads, max_batch=b, split=s, max_wait_ms=wait)))
+        out.append(Setting(f"ours {kind} w={w} split={s} B={b} wait={wait:g}", "ours",
+                           replace(base, worker_kind=kind, workers=w, intra_threads=threads, max_batch=b, split=s,
+                                   max_wait_ms=wait)))
     return out
 
 

@@ -334,10 +334,11 @@ def _whatif(cfg: ServeAppConfig, spec, setup) -> int:
     import numpy as np
 
     from serving.build import new_server
-    from serving.desim import ServiceModel, bounded_qps, simulate
+    from serving.desim import Arrivals, ServiceModel, bounded_qps, simulate_runs
     from serving.loadgen import run_loadgen
+    from serving.whatif import cache_hit_rate, cache_speedup, slow_row_seconds
 
-    s = cfg.serving
+    s, w = cfg.serving, cfg.serving.whatif
     run_id = new_run_id()
     dl = setup.dlrm
     capacity = s.loadgen.target_qps
@@ -356,43 +357,78 @@ def _whatif(cfg: ServeAppConfig, spec, setup) -> int:
         records.append(rec)
         print("  " + _line(f"measured {int(frac * 100)}%", p), flush=True)
     model = ServiceModel.fit(np.array(pairs_n), np.array(pairs_t))
-    print(f"service model: {1e3 * model.a:.2f} ms + {1e6 * model.b:.1f} us/sample, spread from "
-          f"{model.ratios.size} measured batches (ratio p10/p90 {np.percentile(model.ratios, 10):.2f}/"
-          f"{np.percentile(model.ratios, 90):.2f})")
-    errors = []
+    print(f"service model: {model.sizes.size} measured batches resampled by size (the {model.neighbours} nearest in "
+          f"size; a line {1e3 * model.a:.2f} ms + {1e6 * model.b:.1f} us/sample bridges sizes)")
+    errors, table = [], []
     for p in measured:
-        sim = simulate(s.server, p["scheduled_qps"], setup.queries.sizes, model, percentiles=(50, 99))
+        sim = simulate_runs(s.server, p["scheduled_qps"], setup.queries.sizes, model, int(p["queries"]),
+                            percentiles=(50, 99))
         err = sim["p99_ms"] / p["p99_ms"] - 1
         errors.append(err)
-        print(f"  model vs measured at {p['scheduled_qps']:.1f} QPS: p99 {sim['p99_ms']:.1f} vs {p['p99_ms']:.1f} ms "
-              f"({100 * err:+.1f}%), p50 {sim['p50_ms']:.1f} vs {p['p50_ms']:.1f} ms", flush=True)
+        row = {"qps": p["scheduled_qps"], "queries": int(p["queries"]), "measured_p50_ms": p["p50_ms"],
+               "model_p50_ms": sim["p50_ms"], "measured_p99_ms": p["p99_ms"], "model_p99_ms": sim["p99_ms"],
+               "model_p99_band_ms": sim["p99_band_ms"], "p99_error": err, "loadavg": p["loadavg"][0]}
+        table.append(row)
+        print(f"  model vs measured at {p['scheduled_qps']:.1f} QPS ({row['queries']} queries, model: median of 21 "
+              f"runs of that length): p50 {sim['p50_ms']:.2f} vs {p['p50_ms']:.2f} ms; p99 {sim['p99_ms']:.2f} vs "
+              f"{p['p99_ms']:.2f} ms ({100 * err:+.1f}%; 90% of model runs {sim['p99_band_ms'][0]:.1f}–"
+              f"{sim['p99_band_ms'][1]:.1f})", flush=True)
     trusted = all(abs(e) <= 0.15 for e in errors)
     print(f"model {'TRUSTED' if trusted else 'NOT trusted'}: |p99 error| ≤ 15% at all three loads: "
           f"{[round(100 * e, 1) for e in errors]}")
     grid = [n for n in (16, 32, 64, 128, 256, 512) if n <= setup.pool.samples // 2]
-    share = []
+    share, t_emb = [], {}
     for n in grid:
         whole = _median_time(lambda n=n: dl.run_samples(0, n))
-        emb = _median_time(lambda n=n: dl.run_sparse(0, n))
-        share.append(min(1.0, emb / whole))
+        t_emb[n] = _median_time(lambda n=n: dl.run_sparse(0, n))
+        share.append(min(1.0, t_emb[n] / whole))
     print("embedding share of a batch's service time (median of 5, one worker): "
           + ", ".join(f"{n}: {100 * e:.0f}%" for n, e in zip(grid, share, strict=True))
           + f" (loadavg {os.getloadavg()[0]:.2f})")
     model.embedding_share = lambda n: float(np.interp(n, grid, share))
-    speedup, how = _nmp_speedup(setup.spec, setup.pool, min(128, setup.pool.samples // 2))
-    base_q = bounded_qps(s.server, setup.queries.sizes, model, s.loadgen.latency_ms, s.loadgen.percentile,
-                         max(1.0, 0.5 * capacity))
-    model.embedding_speedup = speedup
-    nmp_q = bounded_qps(s.server, setup.queries.sizes, model, s.loadgen.latency_ms, s.loadgen.percentile,
-                        max(1.0, 0.5 * capacity))
-    print(f"what-if (model{'' if trusted else ', NOT trusted'}): latency-bounded QPS at p{s.loadgen.percentile:g} ≤ "
-          f"{s.loadgen.latency_ms:g} ms: measured-service model {base_q:.1f}; embeddings on RecNMP (lookup speedup "
-          f"{speedup:.2f}x, emulated) {nmp_q:.1f} ({nmp_q / base_q if base_q else float('nan'):.2f}x). Emulated: only "
-          "the embedding share of service time; queueing simulated; the rest measured.")
+    tag = "" if trusted else ", NOT trusted"
+
+    def bounded(speedup: float = 1.0, arrivals: Arrivals | None = None) -> float:
+        model.embedding_speedup = speedup
+        return bounded_qps(s.server, setup.queries.sizes, model, s.loadgen.latency_ms, s.loadgen.percentile,
+                           max(1.0, 0.5 * capacity), steps=8, queries=8000, arrivals=arrivals)
+
+    base_q = bounded()
+    nmp, nmp_how = _nmp_speedup(setup.spec, setup.pool, min(128, setup.pool.samples // 2))
+    nmp_q = bounded(nmp)
+    n_ref = 128 if 128 in t_emb else grid[-1]
+    lookups = float(setup.pool.gather([(0, n_ref)]).lengths.sum())
+    hit = cache_hit_rate(setup.spec, setup.pool, setup.queries, w.cache_fraction)
+    slow_row = slow_row_seconds(setup.spec, w.slow_tier)
+    cache = cache_speedup(t_emb[n_ref], lookups, hit, slow_row)
+    cache_q = bounded(cache)
+    bursty = Arrivals("onoff", w.burst, w.on_fraction, w.on_ms)
+    burst_q = bounded(1.0, bursty)
+
+    def ratio(q: float) -> float:
+        return q / base_q if base_q else float("nan")
+
+    print(f"what-if (model{tag}), latency-bounded QPS at p{s.loadgen.percentile:g} ≤ {s.loadgen.latency_ms:g} ms, "
+          f"Poisson arrivals: measured-service model {base_q:.1f}", flush=True)
+    print(f"  RecNMP: embeddings on RecNMP-opt memory (lookup speedup {nmp:.2f}x, emulated) → {nmp_q:.1f} "
+          f"({ratio(nmp_q):.2f}x). Emulated: only the embedding share of service time.")
+    print(f"  cache: LRU of {100 * w.cache_fraction:g}% of each table's rows in DRAM, the rest on the {w.slow_tier} "
+          f"tier: hit rate {100 * hit:.1f}% (simulated, exact LRU over 2000 LoadGen-drawn queries), slow tier "
+          f"{1e6 * slow_row:.2f} us/row (measured), embedding stage {1 / cache:.2f}x slower at {n_ref} samples "
+          f"({lookups:.0f} lookups, measured {1e3 * t_emb[n_ref]:.2f} ms) → {cache_q:.1f} ({ratio(cache_q):.2f}x). "
+          "Emulated: the misses' slow-tier time only.")
+    print(f"  bursty arrivals (model only: LoadGen's Server scenario makes Poisson arrivals only): on-off MMPP, "
+          f"{w.burst:g}x the mean rate {100 * w.on_fraction:g}% of the time in on periods of mean {w.on_ms:g} ms → "
+          f"{burst_q:.1f} ({ratio(burst_q):.2f}x).")
     summary = {"run_id": run_id, "kind": "serving_whatif", "workload": spec.name, "serving": s.name,
-               "model": {"a_s": model.a, "b_s_per_sample": model.b, "batches": int(model.ratios.size)},
-               "p99_errors": errors, "trusted": trusted, "embedding_share": dict(zip(grid, share, strict=True)),
-               "nmp_speedup": speedup, "nmp_method": how, "bounded_qps_model": base_q, "bounded_qps_nmp": nmp_q,
+               "server": OmegaConf.to_container(OmegaConf.structured(s.server)),
+               "model": {"a_s": model.a, "b_s_per_sample": model.b, "batches": int(model.sizes.size)},
+               "comparison": table, "p99_errors": errors, "trusted": trusted,
+               "embedding_share": dict(zip(grid, share, strict=True)),
+               "nmp_speedup": nmp, "nmp_method": nmp_how, "bounded_qps_model": base_q, "bounded_qps_nmp": nmp_q,
+               "cache": {"fraction": w.cache_fraction, "tier": w.slow_tier, "hit_rate": hit,
+                         "slow_row_s": slow_row, "embedding_speedup": cache, "bounded_qps": cache_q},
+               "bursty": {"burst": w.burst, "on_fraction": w.on_fraction, "on_ms": w.on_ms, "bounded_qps": burst_q},
                "bound_ms": s.loadgen.latency_ms, "percentile": s.loadgen.percentile, "loadavg": list(os.getloadavg())}
     _write(cfg, [*records, summary])
     return 0

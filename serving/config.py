@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from embedding.spec import SpecError
 
-__all__ = ["QueryConfig", "ServerConfig", "LoadGenConfig", "SearchConfig", "ServingConfig", "ServingError",
+__all__ = ["QueryConfig", "ServerConfig", "LoadGenConfig", "SearchConfig", "WhatIfConfig", "ServingConfig", "ServingError",
            "check_serving", "SCENARIOS", "SIZE_KINDS"]
 
 SCENARIOS = ("Server", "Offline", "SingleStream")
@@ -93,18 +93,32 @@ class SearchConfig:
     bracket_runs: int = 8
     """at most this many runs doubling/halving the QPS to find a VALID/INVALID bracket (none found: the highest
     VALID QPS seen is reported with bracketed=false)"""
-    max_batches: list[int] = field(default_factory=lambda: [128, 256])
-    splits: list[int] = field(default_factory=lambda: [0, 64])
-    workers: list[int] = field(default_factory=lambda: [2, 1])
     worker_kinds: list[str] = field(default_factory=lambda: ["process", "thread"])
+    workers: list[int] = field(default_factory=lambda: [2, 1])
+    splits: list[int] = field(default_factory=lambda: [0, 64])
+    max_batches: list[int] = field(default_factory=lambda: [256])
     max_wait_ms: list[float] = field(default_factory=lambda: [0.0])
     static_batches: list[int] = field(default_factory=lambda: [128, 256, 512])
-    max_settings: int = 4
+    max_settings: int = 3
+    """ours: at most this many (kind, workers, split, batch, wait) settings get a full bisection"""
     confirm_repeats: int = 2
     """repeats of a kind's best QPS that must all be VALID before it is reported"""
     confirm_levels: int = 3
     """at most this many VALID QPS values (highest first) are tried for confirmation"""
-    """ours: at most this many (batch, split, workers, wait) settings get a full bisection"""
+
+
+@dataclass
+class WhatIfConfig:
+    """`serve whatif`: the cache and bursty-arrival questions asked of the model (the RecNMP one needs no knob)."""
+
+    cache_fraction: float = 0.2
+    """LRU cache of this fraction of each table's rows in DRAM, the tables on `slow_tier`"""
+    slow_tier: str = "direct"
+    """direct (a file read with O_DIRECT: a disk tier) | mmap (the same file through the page cache)"""
+    burst: float = 4.0
+    """bursty arrivals (model only: LoadGen's Server makes Poisson arrivals): on-state rate ÷ mean rate"""
+    on_fraction: float = 0.2
+    on_ms: float = 50.0
 
 
 @dataclass
@@ -118,6 +132,7 @@ class ServingConfig:
     server: ServerConfig = field(default_factory=ServerConfig)
     loadgen: LoadGenConfig = field(default_factory=LoadGenConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
+    whatif: WhatIfConfig = field(default_factory=WhatIfConfig)
     log_dir: str = "results/serving"
     """LoadGen's summary and detail logs go under here, one folder per run"""
 
@@ -170,3 +185,10 @@ def check_serving(cfg: ServingConfig, cuda: bool = False) -> None:
     _require(all(v >= 0 for v in sc.splits), f"serving.search.splits={list(sc.splits)}: need values ≥ 0")
     _require(len(sc.worker_kinds) > 0 and all(k in WORKER_KINDS for k in sc.worker_kinds),
              f"serving.search.worker_kinds={list(sc.worker_kinds)}: need one or more of {list(WORKER_KINDS)}")
+    w = cfg.whatif
+    _require(0 < w.cache_fraction <= 1, f"serving.whatif.cache_fraction={w.cache_fraction}: must lie in (0, 1]")
+    _require(w.slow_tier in ("direct", "mmap"), f"serving.whatif.slow_tier={w.slow_tier!r}: must be direct or mmap")
+    _require(w.burst > 1 and 0 < w.on_fraction < 1 and w.burst * w.on_fraction < 1,
+             f"serving.whatif burst={w.burst} on_fraction={w.on_fraction}: need burst > 1, 0 < on_fraction < 1 and "
+             "burst × on_fraction < 1 (the off state's rate must stay ≥ 0)")
+    _require(w.on_ms > 0, f"serving.whatif.on_ms={w.on_ms}: must be > 0")

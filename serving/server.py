@@ -78,6 +78,7 @@ class ServerStats:
     service_s: list[float] = field(default_factory=list)
     wait_s: list[float] = field(default_factory=list)
     offloaded_queries: int = 0
+    queries: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def summary(self) -> dict:
@@ -90,7 +91,7 @@ class ServerStats:
                 "service_ms_mean": 1e3 * float(sv.mean()) if sv.size else 0.0, "service_ms_p50": 1e3 * q(sv, 50),
                 "service_ms_p99": 1e3 * q(sv, 99), "queue_wait_ms_mean": 1e3 * float(wt.mean()) if wt.size else 0.0,
                 "queue_wait_ms_p50": 1e3 * q(wt, 50), "queue_wait_ms_p99": 1e3 * q(wt, 99),
-                "offloaded_queries": self.offloaded_queries}
+                "offloaded_queries": self.offloaded_queries, "queries": self.queries}
 
 
 class Server:
@@ -131,6 +132,7 @@ class Server:
 
     def submit(self, requests: list[Request]) -> None:
         with self.cond:
+            self.stats.queries += len(requests)
             for r in requests:
                 if self.offload is not None and r.size > self.cfg.gpu_threshold:
                     r.pieces_left = 1

@@ -78,16 +78,19 @@ class ProcWorkers:
     def services(self, k: int, intra_threads: int) -> list[RemoteService]:
         """k remote services (one per worker thread), their processes set to `intra_threads` torch threads."""
         ctx = mp.get_context("spawn")
-        while len(self.procs) < k:
+        new = []
+        while len(self.procs) < k:  # start them all, then wait for each to have built its model
             parent, child = ctx.Pipe()
             p = ctx.Process(target=_child, args=(child, self.spec, self.pool_samples, self.backend), daemon=True,
                             name=f"serve-proc-{len(self.procs)}")
             p.start()
             child.close()
-            if parent.recv() != "ready":
-                raise RuntimeError("serving worker process did not start")
             self.procs.append(p)
             self.conns.append(parent)
+            new.append(parent)
+        for parent in new:
+            if parent.recv() != "ready":
+                raise RuntimeError("serving worker process did not start")
         out = []
         for conn in self.conns[:k]:
             conn.send(("threads", intra_threads))

@@ -204,7 +204,7 @@ def _search(cfg: ServeAppConfig, spec, setup) -> int:
     def log(msg):
         print(msg, flush=True)
 
-    results = search_all(run, s.server, s.search, start, cores, log=log)
+    results = search_all(run, s.server, s.search, start, cores, log=log, rank_key=f"p{s.loadgen.percentile:g}_ms")
     from serving.search import confirm
 
     def best_of(kinds):

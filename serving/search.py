@@ -9,8 +9,9 @@ highest VALID QPS seen. Three servers are compared at the same bound:
 - ours: worker kind (threads or processes) × workers × split size × max batch × max wait (DeepRecSched's knobs
   plus the pool). Batching is dynamic: a free worker takes whatever is queued up to max batch and waits at most
   max wait for more (0: not at all). The candidate "thread, 1 worker, no split, wait 0" is the greedy batcher of
-  MLPerf's reference server. Each candidate is first tried once just above the best QPS found so far; only
-  candidates VALID there get a bisection (at most `max_settings`).
+  MLPerf's reference server. Each candidate is first tried once at the best QPS found so far (naive, static);
+  of those VALID there, the `max_settings` with the lowest latency at the bound's percentile get a bisection
+  upwards (a single probe above the best would reject a better setting on one noisy run).
 Runs: naive and each static B cost ≤ bracket_runs + steps; each candidate one probe, a bisected one ≤ bracket_runs
 + steps more; confirmation ≤ confirm_levels × confirm_repeats per kind. Every run is counted and reported.
 """
@@ -138,8 +139,9 @@ def our_candidates(base: ServerConfig, cfg: SearchConfig, cores: int) -> list[Se
 
 
 def search_all(run: RunFn, base: ServerConfig, cfg: SearchConfig, start_qps: float, cores: int,
-               log: Callable[[str], None] = print) -> list[SearchResult]:
-    """Naive, every static B, then our candidates; returns one SearchResult per setting tried."""
+               log: Callable[[str], None] = print, rank_key: str = "p99_ms") -> list[SearchResult]:
+    """Naive, every static B, then our candidates; returns one SearchResult per setting tried. `rank_key`: the
+    run's latency at the bound's percentile, which orders the candidates VALID at the probe."""
     results: list[SearchResult] = []
     naive = naive_setting(base, cores)
     r = bisect_qps(lambda q: run(naive, q), start_qps, cfg.bisection_steps, cfg.bracket_runs,
@@ -153,20 +155,21 @@ def search_all(run: RunFn, base: ServerConfig, cfg: SearchConfig, start_qps: flo
         results.append(r)
         log(f"{st.label}: {r.best_qps:.1f} QPS ({r.runs} LoadGen runs)")
         best = max(best, r.best_qps)
-    bisected = 0
+    # ours: every candidate once at the best QPS so far; those VALID there, most headroom first (lowest latency at
+    # the bound's percentile in that run), get a bisection upwards: at most max_settings of them
+    probe_q, probed = best, []
     for st in our_candidates(base, cfg, cores):
-        if bisected >= cfg.max_settings:
-            break
         r = SearchResult(st)
-        q = best * 1.15
-        p = run(st, q)
+        p = run(st, probe_q)
         r.points.append(p)
         if _valid(p):
-            r.best_qps, r.best_point = q, p
-            bisected += 1
-            r = bisect_qps(lambda q, st=st: run(st, q), q * 1.5, cfg.bisection_steps, cfg.bracket_runs, r,
-                           lo=q)
-            best = max(best, r.best_qps)
+            r.best_qps, r.best_point = probe_q, p
+            probed.append((p.get(rank_key, float("inf")), len(probed), r))
         results.append(r)
+        log(f"{st.label}: {'VALID' if _valid(p) else 'INVALID'} at {probe_q:.1f} QPS (1 LoadGen run)")
+    for _, _, r in sorted(probed, key=lambda x: x[:2])[:cfg.max_settings]:
+        st = r.setting
+        bisect_qps(lambda q, st=st: run(st, q), probe_q * 1.25, cfg.bisection_steps, cfg.bracket_runs, r,
+                   lo=probe_q)
         log(f"{st.label}: {r.best_qps:.1f} QPS ({r.runs} LoadGen runs)")
     return results

@@ -169,6 +169,30 @@ def test_bisection_finds_the_boundary_of_a_monotone_verdict_and_counts_runs():
     assert boundary - 20 / 64 <= result.best_qps <= boundary
 
 
+def test_search_probes_every_candidate_at_the_best_qps_and_bisects_the_one_with_most_headroom():
+    from serving.search import our_candidates, search_all
+
+    sc = SearchConfig(worker_kinds=["process", "thread"], workers=[2, 1], splits=[0], max_batches=[256],
+                      static_batches=[128], bisection_steps=3, bracket_runs=4, max_settings=1)
+    capacity = {"naive": 100.0, "static B=128": 120.0, "ours process w=2 split=0 B=256 wait=0": 200.0,
+                "ours thread w=2 split=0 B=256 wait=0": 130.0, "ours thread w=1 split=0 B=256 wait=0": 90.0}
+    calls = []
+
+    def run(st, q):  # latency grows with load: the setting with more capacity has more headroom at a given QPS
+        calls.append((st.label, q))
+        return {"verdict": "VALID" if q <= capacity[st.label] else "INVALID", "p95_ms": 100 * q / capacity[st.label],
+                "target_qps": q}
+
+    results = search_all(run, ServerConfig(), sc, 50.0, cores=2, log=lambda m: None, rank_key="p95_ms")
+    by = {r.setting.label: r for r in results}
+    probe = by["static B=128"].best_qps
+    assert all(by[st.label].points[0]["target_qps"] == probe for st in our_candidates(ServerConfig(), sc, 2))
+    best = by["ours process w=2 split=0 B=256 wait=0"]
+    assert best.runs > 1 and by["ours thread w=2 split=0 B=256 wait=0"].runs == 1  # only one bisected
+    assert 0.8 * 200 <= best.best_qps <= 200
+    assert len(calls) == sum(r.runs for r in results)  # every LoadGen run is counted
+
+
 def test_bisection_reports_zero_when_nothing_is_valid():
     r = bisect_qps(lambda q: {"verdict": "INVALID"}, 8.0, 3, 3, SearchResult(Setting("x", "naive", ServerConfig())))
     assert r.best_qps == 0 and r.runs == 3

@@ -13,7 +13,7 @@ highest VALID QPS seen. Three servers are compared at the same bound:
   of those VALID there, the `max_settings` with the lowest latency at the bound's percentile get a bisection
   upwards (a single probe above the best would reject a better setting on one noisy run).
 Runs: naive and each static B cost ≤ bracket_runs + steps; each candidate one probe, a bisected one ≤ bracket_runs
-+ steps more; confirmation ≤ confirm_levels × confirm_repeats per kind. Every run is counted and reported.
++ steps more; confirmation ≤ (confirm_levels + 2 steps down) × confirm_repeats per kind. Every run is counted.
 """
 from __future__ import annotations
 
@@ -93,11 +93,16 @@ def bisect_qps(run: Callable[[float], dict], start: float, steps: int, bracket_r
     return result
 
 
-def confirm(run: Callable[[float], dict], result: SearchResult, repeats: int, levels: int) -> SearchResult:
+def confirm(run: Callable[[float], dict], result: SearchResult, repeats: int, levels: int,
+            step_down: int = 2, factor: float = 0.9) -> SearchResult:
     """Re-run the setting's VALID QPS values, highest first (at most `levels` of them), `repeats` times each; the
-    first whose repeats are all VALID is the confirmed QPS. One lucky VALID run under noise is not an answer."""
-    valid = sorted({p["target_qps"] for p in result.points if _valid(p)}, reverse=True)
-    for q in valid[:levels]:
+    first whose repeats are all VALID is the confirmed QPS. One lucky VALID run under noise is not an answer. If
+    none holds, step down from the lowest one tried by `factor`, at most `step_down` times (the VALID values of a
+    bisection all sit within a few % of the edge, where one noisy run flips the verdict)."""
+    valid = sorted({p["target_qps"] for p in result.points if _valid(p)}, reverse=True)[:levels]
+    if valid:
+        valid += [valid[-1] * factor ** k for k in range(1, step_down + 1)]
+    for q in valid:
         ok = True
         for _ in range(repeats):
             p = run(q)

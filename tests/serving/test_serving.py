@@ -290,6 +290,21 @@ def test_confirm_rejects_a_lucky_valid_run_and_keeps_the_highest_repeatable_one(
     assert r.confirmed_qps == 20.0 and runs == [40.0, 20.0, 20.0] and r.confirm_runs == 3
 
 
+def test_confirm_steps_down_below_the_edge_when_no_valid_level_repeats():
+    from serving.search import confirm
+
+    r = SearchResult(Setting("x", "naive", ServerConfig()))
+    r.points = [{"target_qps": q, "verdict": "VALID"} for q in (98.0, 99.0, 100.0)]
+    runs = []
+
+    def run(q):  # the three VALID values sit at the noisy edge; 10% below holds
+        runs.append(q)
+        return {"verdict": "VALID" if q <= 90 else "INVALID"}
+
+    confirm(run, r, repeats=2, levels=3, step_down=2, factor=0.9)
+    assert runs == [100.0, 99.0, 98.0, 98.0 * 0.9, 98.0 * 0.9] and r.confirmed_qps == pytest.approx(88.2)
+
+
 def test_parse_summary_takes_offline_and_single_stream_throughput():
     from serving.loadgen import parse_summary
 

@@ -113,12 +113,18 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         cfg = compose_serve(argv)
-        check_serving(cfg.serving)
+        check_serving(cfg.serving, cuda=cfg.serving.server.gpu_threshold > 0 and _cuda())
         spec = build_workload(cfg.workload)
     except SpecError as e:
         print(f"dlrmbench serve: error: {e}", file=sys.stderr)
         return 2
     return _COMMANDS[cmd](cfg, spec)
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def _write(cfg: ServeAppConfig, records: list[dict]) -> None:
@@ -135,17 +141,16 @@ def _line(tag: str, p: dict) -> str:
             f"(loadavg {la:.2f})")
 
 
-def _run(cfg: ServeAppConfig, spec) -> int:
+def _run(cfg: ServeAppConfig, spec, setup) -> int:
     from dataclasses import replace
 
     import numpy as np
 
-    from serving.build import build_setup, new_server
+    from serving.build import new_server
     from serving.loadgen import run_loadgen
 
     run_id = new_run_id()
     s = cfg.serving
-    setup = build_setup(spec, s)
     records, points = [], []
     for k in range(s.loadgen.repeats):
         lg_cfg = replace(s.loadgen, seed=s.loadgen.seed + k)
@@ -164,17 +169,16 @@ def _run(cfg: ServeAppConfig, spec) -> int:
     return 0
 
 
-def _search(cfg: ServeAppConfig, spec) -> int:
+def _search(cfg: ServeAppConfig, spec, setup) -> int:
     import numpy as np
 
-    from serving.build import build_setup, new_server
+    from serving.build import new_server
     from serving.loadgen import run_loadgen
     from serving.report import plot_qps_latency
     from serving.search import search_all
 
     s = cfg.serving
     run_id = new_run_id()
-    setup = build_setup(spec, s)
     cores = os.cpu_count() or 1
     # starting QPS only (never the answer): half of 1 / (one median-size query on one worker, median of 5)
     n = int(np.median(setup.queries.sizes))
@@ -200,7 +204,7 @@ def _search(cfg: ServeAppConfig, spec) -> int:
     def log(msg):
         print(msg, flush=True)
 
-    results = search_all(run, s.server, s.search, start, cores, log=log)
+    results = search_all(run, s.server, s.search, start, cores, log=log, rank_key=f"p{s.loadgen.percentile:g}_ms")
     from serving.search import confirm
 
     def best_of(kinds):
@@ -251,6 +255,10 @@ def _search(cfg: ServeAppConfig, spec) -> int:
                            f"average {min(loads):.1f}–{max(loads):.1f}", Path(s.log_dir) / run_id / "qps_p99.png")
     print(f"plot: {png}")
     summary["plot"] = str(png)
+    how = (f"highest target QPS LoadGen called VALID, confirmed by {s.search.confirm_repeats} repeats; bisection, "
+           f"{total} LoadGen runs in all; load average {la[0]:.2f}")
+    summary["metrics"] = [metric(f"{k}_qps_at_bound", confirmed[k], "queries/s", how) for k in picks] + [
+        metric("loadgen_runs", total, "runs", "LoadGen runs the search spent (the budget)")]
     _write(cfg, [*records, summary])
     return 0
 
@@ -326,16 +334,16 @@ def _nmp_speedup(spec, pool, n: int) -> tuple[float, str]:
     return m["value"], "RecNMP-opt emulation (conf/nmp/recnmp_opt.yaml, fidelity fast), " + m["method"]
 
 
-def _whatif(cfg: ServeAppConfig, spec) -> int:
+def _whatif(cfg: ServeAppConfig, spec, setup) -> int:
     import numpy as np
 
-    from serving.build import build_setup, new_server
-    from serving.desim import ServiceModel, bounded_qps, simulate
+    from serving.build import new_server
+    from serving.desim import Arrivals, ServiceModel, bounded_qps, simulate_runs
     from serving.loadgen import run_loadgen
+    from serving.whatif import cache_hit_rate, cache_speedup, slow_row_seconds
 
-    s = cfg.serving
+    s, w = cfg.serving, cfg.serving.whatif
     run_id = new_run_id()
-    setup = build_setup(spec, s)
     dl = setup.dlrm
     capacity = s.loadgen.target_qps
     print(f"{s.name}: measured loads at 40/70/100% of serving.loadgen.target_qps = {capacity:g} QPS (set it to the "
@@ -353,49 +361,105 @@ def _whatif(cfg: ServeAppConfig, spec) -> int:
         records.append(rec)
         print("  " + _line(f"measured {int(frac * 100)}%", p), flush=True)
     model = ServiceModel.fit(np.array(pairs_n), np.array(pairs_t))
-    print(f"service model: {1e3 * model.a:.2f} ms + {1e6 * model.b:.1f} us/sample, spread from "
-          f"{model.ratios.size} measured batches (ratio p10/p90 {np.percentile(model.ratios, 10):.2f}/"
-          f"{np.percentile(model.ratios, 90):.2f})")
-    errors = []
+    print(f"service model: {model.sizes.size} measured batches resampled by size (the {model.neighbours} nearest in "
+          f"size; a line {1e3 * model.a:.2f} ms + {1e6 * model.b:.1f} us/sample bridges sizes)")
+    errors, table = [], []
     for p in measured:
-        sim = simulate(s.server, p["scheduled_qps"], setup.queries.sizes, model, percentiles=(50, 99))
+        sim = simulate_runs(s.server, p["scheduled_qps"], setup.queries.sizes, model, int(p["queries"]),
+                            percentiles=(50, 99))
         err = sim["p99_ms"] / p["p99_ms"] - 1
         errors.append(err)
-        print(f"  model vs measured at {p['scheduled_qps']:.1f} QPS: p99 {sim['p99_ms']:.1f} vs {p['p99_ms']:.1f} ms "
-              f"({100 * err:+.1f}%), p50 {sim['p50_ms']:.1f} vs {p['p50_ms']:.1f} ms", flush=True)
+        row = {"qps": p["scheduled_qps"], "queries": int(p["queries"]), "measured_p50_ms": p["p50_ms"],
+               "model_p50_ms": sim["p50_ms"], "measured_p99_ms": p["p99_ms"], "model_p99_ms": sim["p99_ms"],
+               "model_p99_band_ms": sim["p99_band_ms"], "p99_error": err, "loadavg": p["loadavg"][0]}
+        table.append(row)
+        print(f"  model vs measured at {p['scheduled_qps']:.1f} QPS ({row['queries']} queries, model: median of 21 "
+              f"runs of that length): p50 {sim['p50_ms']:.2f} vs {p['p50_ms']:.2f} ms; p99 {sim['p99_ms']:.2f} vs "
+              f"{p['p99_ms']:.2f} ms ({100 * err:+.1f}%; 90% of model runs {sim['p99_band_ms'][0]:.1f}–"
+              f"{sim['p99_band_ms'][1]:.1f})", flush=True)
     trusted = all(abs(e) <= 0.15 for e in errors)
     print(f"model {'TRUSTED' if trusted else 'NOT trusted'}: |p99 error| ≤ 15% at all three loads: "
           f"{[round(100 * e, 1) for e in errors]}")
     grid = [n for n in (16, 32, 64, 128, 256, 512) if n <= setup.pool.samples // 2]
-    share = []
+    share, t_emb = [], {}
     for n in grid:
         whole = _median_time(lambda n=n: dl.run_samples(0, n))
-        emb = _median_time(lambda n=n: dl.run_sparse(0, n))
-        share.append(min(1.0, emb / whole))
+        t_emb[n] = _median_time(lambda n=n: dl.run_sparse(0, n))
+        share.append(min(1.0, t_emb[n] / whole))
     print("embedding share of a batch's service time (median of 5, one worker): "
           + ", ".join(f"{n}: {100 * e:.0f}%" for n, e in zip(grid, share, strict=True))
           + f" (loadavg {os.getloadavg()[0]:.2f})")
     model.embedding_share = lambda n: float(np.interp(n, grid, share))
-    speedup, how = _nmp_speedup(setup.spec, setup.pool, min(128, setup.pool.samples // 2))
-    base_q = bounded_qps(s.server, setup.queries.sizes, model, s.loadgen.latency_ms, s.loadgen.percentile,
-                         max(1.0, 0.5 * capacity))
-    model.embedding_speedup = speedup
-    nmp_q = bounded_qps(s.server, setup.queries.sizes, model, s.loadgen.latency_ms, s.loadgen.percentile,
-                        max(1.0, 0.5 * capacity))
-    print(f"what-if (model{'' if trusted else ', NOT trusted'}): latency-bounded QPS at p{s.loadgen.percentile:g} ≤ "
-          f"{s.loadgen.latency_ms:g} ms: measured-service model {base_q:.1f}; embeddings on RecNMP (lookup speedup "
-          f"{speedup:.2f}x, emulated) {nmp_q:.1f} ({nmp_q / base_q if base_q else float('nan'):.2f}x). Emulated: only "
-          "the embedding share of service time; queueing simulated; the rest measured.")
+    tag = "" if trusted else ", NOT trusted"
+
+    def bounded(speedup: float = 1.0, arrivals: Arrivals | None = None) -> float:
+        model.embedding_speedup = speedup
+        return bounded_qps(s.server, setup.queries.sizes, model, s.loadgen.latency_ms, s.loadgen.percentile,
+                           max(1.0, 0.5 * capacity), steps=8, queries=8000, arrivals=arrivals)
+
+    base_q = bounded()
+    nmp, nmp_how = _nmp_speedup(setup.spec, setup.pool, min(128, setup.pool.samples // 2))
+    nmp_q = bounded(nmp)
+    n_ref = 128 if 128 in t_emb else grid[-1]
+    lookups = float(setup.pool.gather([(0, n_ref)]).lengths.sum())
+    hit = cache_hit_rate(setup.spec, setup.pool, setup.queries, w.cache_fraction)
+    slow_row = slow_row_seconds(setup.spec, w.slow_tier)
+    cache = cache_speedup(t_emb[n_ref], lookups, hit, slow_row)
+    cache_q = bounded(cache)
+    bursty = Arrivals("onoff", w.burst, w.on_fraction, w.on_ms)
+    burst_q = bounded(1.0, bursty)
+
+    def ratio(q: float) -> float:
+        return q / base_q if base_q else float("nan")
+
+    print(f"what-if (model{tag}), latency-bounded QPS at p{s.loadgen.percentile:g} ≤ {s.loadgen.latency_ms:g} ms, "
+          f"Poisson arrivals: measured-service model {base_q:.1f}", flush=True)
+    print(f"  RecNMP: embeddings on RecNMP-opt memory (lookup speedup {nmp:.2f}x, emulated) → {nmp_q:.1f} "
+          f"({ratio(nmp_q):.2f}x). Emulated: only the embedding share of service time.")
+    print(f"  cache: LRU of {100 * w.cache_fraction:g}% of each table's rows in DRAM, the rest on the {w.slow_tier} "
+          f"tier: hit rate {100 * hit:.1f}% (simulated, exact LRU over 2000 LoadGen-drawn queries), slow tier "
+          f"{1e6 * slow_row:.2f} us/row (measured), embedding stage {1 / cache:.2f}x slower at {n_ref} samples "
+          f"({lookups:.0f} lookups, measured {1e3 * t_emb[n_ref]:.2f} ms) → {cache_q:.1f} ({ratio(cache_q):.2f}x). "
+          "Emulated: the misses' slow-tier time only.")
+    print(f"  bursty arrivals (model only: LoadGen's Server scenario makes Poisson arrivals only): on-off MMPP, "
+          f"{w.burst:g}x the mean rate {100 * w.on_fraction:g}% of the time in on periods of mean {w.on_ms:g} ms → "
+          f"{burst_q:.1f} ({ratio(burst_q):.2f}x).")
     summary = {"run_id": run_id, "kind": "serving_whatif", "workload": spec.name, "serving": s.name,
-               "model": {"a_s": model.a, "b_s_per_sample": model.b, "batches": int(model.ratios.size)},
-               "p99_errors": errors, "trusted": trusted, "embedding_share": dict(zip(grid, share, strict=True)),
-               "nmp_speedup": speedup, "nmp_method": how, "bounded_qps_model": base_q, "bounded_qps_nmp": nmp_q,
+               "server": OmegaConf.to_container(OmegaConf.structured(s.server)),
+               "model": {"a_s": model.a, "b_s_per_sample": model.b, "batches": int(model.sizes.size)},
+               "comparison": table, "p99_errors": errors, "trusted": trusted,
+               "embedding_share": dict(zip(grid, share, strict=True)),
+               "nmp_speedup": nmp, "nmp_method": nmp_how, "bounded_qps_model": base_q, "bounded_qps_nmp": nmp_q,
+               "cache": {"fraction": w.cache_fraction, "tier": w.slow_tier, "hit_rate": hit,
+                         "slow_row_s": slow_row, "embedding_speedup": cache, "bounded_qps": cache_q},
+               "bursty": {"burst": w.burst, "on_fraction": w.on_fraction, "on_ms": w.on_ms, "bounded_qps": burst_q},
                "bound_ms": s.loadgen.latency_ms, "percentile": s.loadgen.percentile, "loadavg": list(os.getloadavg())}
+    how = (f"SimPy model{tag} from {model.sizes.size} measured batches; latency-bounded QPS at p{s.loadgen.percentile:g} "
+           f"≤ {s.loadgen.latency_ms:g} ms by bisection on the model")
+    summary["metrics"] = [metric(name, v, "queries/s", how) for name, v in (
+        ("model_qps_at_bound", base_q), ("recnmp_qps_at_bound", nmp_q), ("cache_qps_at_bound", cache_q),
+        ("bursty_qps_at_bound", burst_q))] + [metric("model_p99_error", 100 * e, "%", "model vs measured p99, "
+                                                     "LoadGen-length runs") for e in errors]
     _write(cfg, [*records, summary])
     return 0
 
 
-_COMMANDS = {"run": _run, "search": _search, "validate": _validate, "overhead": _overhead, "whatif": _whatif}
+def _with_setup(body):
+    """Run `body(cfg, spec, setup)` with the pool, model (and worker processes, if any) built, and end the
+    processes whatever happens."""
+    def command(cfg: ServeAppConfig, spec) -> int:
+        from serving.build import build_setup
+
+        setup = build_setup(spec, cfg.serving)
+        try:
+            return body(cfg, spec, setup)
+        finally:
+            setup.close()
+    return command
+
+
+_COMMANDS = {"run": _with_setup(_run), "search": _with_setup(_search), "validate": _validate,
+             "overhead": _overhead, "whatif": _with_setup(_whatif)}
 
 
 if __name__ == "__main__":

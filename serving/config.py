@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 
 from embedding.spec import SpecError
 
-__all__ = ["QueryConfig", "ServerConfig", "LoadGenConfig", "SearchConfig", "ServingConfig", "ServingError",
+__all__ = ["QueryConfig", "ServerConfig", "LoadGenConfig", "SearchConfig", "WhatIfConfig", "ServingConfig", "ServingError",
            "check_serving", "SCENARIOS", "SIZE_KINDS"]
 
 SCENARIOS = ("Server", "Offline", "SingleStream")
 SIZE_KINDS = ("fixed", "uniform", "lognormal", "mlperf")
-WORKER_KINDS = ("thread",)
+WORKER_KINDS = ("thread", "process")
 
 
 class ServingError(SpecError):
@@ -46,7 +46,7 @@ class ServerConfig:
     """The system under test: queue → batcher → workers."""
 
     workers: int = 1
-    """inference workers (threads; torch ops release the GIL)"""
+    """inference workers (each a thread that forms batches; see worker_kind)"""
     intra_threads: int = 1
     """torch intra-op threads per worker (workers × intra_threads ≤ cores avoids oversubscription)"""
     max_batch: int = 256
@@ -56,6 +56,10 @@ class ServerConfig:
     split: int = 0
     """queries above this many samples are cut into pieces of at most this size (0 = never split)"""
     worker_kind: str = "thread"
+    """thread (the worker thread runs the DLRM itself) | process (each worker thread hands its batches to a worker
+    process owning its own model copy: no shared GIL; spawned once per setup, outside the timed runs)"""
+    gpu_threshold: int = 0
+    """queries of more than this many samples go whole to a GPU lane (0 = off; needs CUDA, refused without it)"""
     service: str = "dlrm"
     """dlrm (the project's DLRM inference) | fixed (validation only: a timed wait of `fixed_ms` per query)"""
     fixed_ms: float = 5.0
@@ -89,17 +93,32 @@ class SearchConfig:
     bracket_runs: int = 8
     """at most this many runs doubling/halving the QPS to find a VALID/INVALID bracket (none found: the highest
     VALID QPS seen is reported with bracketed=false)"""
-    max_batches: list[int] = field(default_factory=lambda: [128, 256])
-    splits: list[int] = field(default_factory=lambda: [0, 64])
+    worker_kinds: list[str] = field(default_factory=lambda: ["process", "thread"])
     workers: list[int] = field(default_factory=lambda: [2, 1])
+    splits: list[int] = field(default_factory=lambda: [0, 64])
+    max_batches: list[int] = field(default_factory=lambda: [256])
     max_wait_ms: list[float] = field(default_factory=lambda: [0.0])
     static_batches: list[int] = field(default_factory=lambda: [128, 256, 512])
-    max_settings: int = 4
+    max_settings: int = 3
+    """ours: at most this many (kind, workers, split, batch, wait) settings get a full bisection"""
     confirm_repeats: int = 2
     """repeats of a kind's best QPS that must all be VALID before it is reported"""
     confirm_levels: int = 3
     """at most this many VALID QPS values (highest first) are tried for confirmation"""
-    """ours: at most this many (batch, split, workers, wait) settings get a full bisection"""
+
+
+@dataclass
+class WhatIfConfig:
+    """`serve whatif`: the cache and bursty-arrival questions asked of the model (the RecNMP one needs no knob)."""
+
+    cache_fraction: float = 0.2
+    """LRU cache of this fraction of each table's rows in DRAM, the tables on `slow_tier`"""
+    slow_tier: str = "direct"
+    """direct (a file read with O_DIRECT: a disk tier) | mmap (the same file through the page cache)"""
+    burst: float = 4.0
+    """bursty arrivals (model only: LoadGen's Server makes Poisson arrivals): on-state rate ÷ mean rate"""
+    on_fraction: float = 0.2
+    on_ms: float = 50.0
 
 
 @dataclass
@@ -113,6 +132,7 @@ class ServingConfig:
     server: ServerConfig = field(default_factory=ServerConfig)
     loadgen: LoadGenConfig = field(default_factory=LoadGenConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
+    whatif: WhatIfConfig = field(default_factory=WhatIfConfig)
     log_dir: str = "results/serving"
     """LoadGen's summary and detail logs go under here, one folder per run"""
 
@@ -122,8 +142,9 @@ def _require(ok: bool, message: str) -> None:
         raise ServingError(message)
 
 
-def check_serving(cfg: ServingConfig, cores: int | None = None) -> None:
-    """Validate every serving knob (raises ServingError naming the first bad one)."""
+def check_serving(cfg: ServingConfig, cuda: bool = False) -> None:
+    """Validate every serving knob (raises ServingError naming the first bad one); `cuda`: a CUDA device is present
+    (the GPU offload threshold is refused without one rather than silently measuring a CPU-only server)."""
     q, s, lg = cfg.query, cfg.server, cfg.loadgen
     _require(lg.scenario in SCENARIOS, f"serving.loadgen.scenario={lg.scenario!r}: must be one of {list(SCENARIOS)}")
     _require(lg.target_qps > 0, f"serving.loadgen.target_qps={lg.target_qps}: must be > 0")
@@ -146,6 +167,11 @@ def check_serving(cfg: ServingConfig, cores: int | None = None) -> None:
     _require(s.split >= 0, f"serving.server.split={s.split}: must be ≥ 0 (0 = never split)")
     _require(s.worker_kind in WORKER_KINDS, f"serving.server.worker_kind={s.worker_kind!r}: must be one of "
              f"{list(WORKER_KINDS)}")
+    _require(s.gpu_threshold >= 0, f"serving.server.gpu_threshold={s.gpu_threshold}: must be ≥ 0 (0 = off)")
+    _require(s.gpu_threshold == 0 or cuda, f"serving.server.gpu_threshold={s.gpu_threshold}: GPU offload needs a "
+             "CUDA device and this machine has none; use 0 (off)")
+    _require(s.gpu_threshold == 0 or s.service == "dlrm",
+             "serving.server.gpu_threshold needs serving.server.service=dlrm (the fixed service has no GPU copy)")
     _require(s.service in ("dlrm", "fixed"), f"serving.server.service={s.service!r}: must be dlrm or fixed")
     _require(s.fixed_ms > 0, f"serving.server.fixed_ms={s.fixed_ms}: must be > 0")
     _require(s.max_wait_ms < 0 or s.max_batch > 0 or s.max_wait_ms == 0,
@@ -157,3 +183,12 @@ def check_serving(cfg: ServingConfig, cores: int | None = None) -> None:
         vals = getattr(sc, name)
         _require(len(vals) > 0 and all(v >= 1 for v in vals), f"serving.search.{name}={list(vals)}: need values ≥ 1")
     _require(all(v >= 0 for v in sc.splits), f"serving.search.splits={list(sc.splits)}: need values ≥ 0")
+    _require(len(sc.worker_kinds) > 0 and all(k in WORKER_KINDS for k in sc.worker_kinds),
+             f"serving.search.worker_kinds={list(sc.worker_kinds)}: need one or more of {list(WORKER_KINDS)}")
+    w = cfg.whatif
+    _require(0 < w.cache_fraction <= 1, f"serving.whatif.cache_fraction={w.cache_fraction}: must lie in (0, 1]")
+    _require(w.slow_tier in ("direct", "mmap"), f"serving.whatif.slow_tier={w.slow_tier!r}: must be direct or mmap")
+    _require(w.burst > 1 and 0 < w.on_fraction < 1 and w.burst * w.on_fraction < 1,
+             f"serving.whatif burst={w.burst} on_fraction={w.on_fraction}: need burst > 1, 0 < on_fraction < 1 and "
+             "burst × on_fraction < 1 (the off state's rate must stay ≥ 0)")
+    _require(w.on_ms > 0, f"serving.whatif.on_ms={w.on_ms}: must be > 0")

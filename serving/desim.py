@@ -1,14 +1,24 @@
-"""A discrete-event model (SimPy) of the server: LoadGen-like Poisson arrivals, the same splitting and batching
-rules (`serving.server.split_query`, `form_batch`), `workers` servers, and service times drawn from a model fitted
-to *measured* service times.
+"""A discrete-event model (SimPy) of the server: LoadGen-like Poisson arrivals (or a bursty on-off process), the
+same splitting and batching rules (`serving.server.split_query`, `form_batch`), `workers` servers, and service
+times resampled from *measured* batches.
 
-Service model: batch service time = (a + b·samples) × r, with a, b a least-squares fit to measured (samples,
-seconds) pairs from real LoadGen runs and r drawn from the measured ratios seconds / fit (the spread, contention
-included). It is trusted for what-ifs only after `simulate` reproduces measured p99 at several loads.
+Service model (`ServiceModel.fit`): the measured (batch samples, seconds) pairs are kept; a batch of n samples
+draws the service time of a measured batch from n's neighbourhood (the `neighbours` measured batches nearest in
+size), scaled from that batch's size to n by a least-squares line a + b·n. The spread, contention with the other
+workers and the machine's load included, is the measured one; the line only bridges sizes. It is trusted for
+what-ifs only after `simulate_runs` reproduces measured p99 at several loads.
+
+Like a LoadGen run, `simulate_runs` serves a run of the measured run's length from an empty queue and takes the
+percentile over all its queries (no warm-up dropped), the median over replications.
+
+Arrivals: `poisson` (what LoadGen's Server scenario makes: it has no other arrival process) or `onoff`, a two-state
+Markov-modulated Poisson process (MMPP-2): an on state at `burst` × the mean rate for a fraction `on_fraction` of
+the time (exponential periods of mean `on_ms`), an off state at the rate that keeps the mean at `qps`.
 
 What-if: the embedding stage's share e(n) of a batch's service time (measured by timing the lookups alone against
-the whole DLRM forward) is divided by a speedup s (the NMP emulator's) — service × (1 − e + e/s); the rest of the
-service time stays measured. Only that embedding share is emulated.
+the whole DLRM forward) is divided by a speedup s — service × (1 − e + e/s); s comes from the NMP emulator or from
+a cache's hit rate and the measured tier speeds (s < 1: slower); the rest of the service time stays measured.
+Only that embedding share is emulated.
 """
 from __future__ import annotations
 
@@ -22,30 +32,83 @@ import simpy
 from .config import ServerConfig
 from .server import Piece, Request, form_batch, split_query
 
-__all__ = ["ServiceModel", "simulate", "bounded_qps"]
+__all__ = ["Arrivals", "ServiceModel", "simulate", "simulate_runs", "bounded_qps"]
+
+
+@dataclass
+class Arrivals:
+    """The arrival process of the model (see the module docstring)."""
+
+    kind: str = "poisson"
+    burst: float = 4.0
+    """onoff: rate in the on state ÷ the mean rate (> 1)"""
+    on_fraction: float = 0.2
+    """onoff: long-run share of time in the on state (burst × on_fraction must be < 1)"""
+    on_ms: float = 50.0
+    """onoff: mean length of an on period"""
+
+    def gaps(self, qps: float, n: int, rng: np.random.Generator) -> np.ndarray:
+        """n inter-arrival times (s) with mean rate qps."""
+        if self.kind == "poisson":
+            return rng.exponential(1 / qps, size=n)
+        if self.burst * self.on_fraction >= 1 or self.burst <= 1 or not 0 < self.on_fraction < 1:
+            raise ValueError(f"onoff arrivals need burst > 1, 0 < on_fraction < 1 and burst × on_fraction < 1 "
+                             f"(got {self.burst}, {self.on_fraction})")
+        rate = {True: self.burst * qps, False: (1 - self.burst * self.on_fraction) / (1 - self.on_fraction) * qps}
+        mean_len = {True: self.on_ms / 1e3, False: self.on_ms / 1e3 * (1 - self.on_fraction) / self.on_fraction}
+        out, t, last, on = np.empty(n), 0.0, 0.0, bool(rng.random() < self.on_fraction)
+        switch = rng.exponential(mean_len[on])
+        i = 0
+        while i < n:
+            step = rng.exponential(1 / rate[on]) if rate[on] > 0 else np.inf
+            if t + step < switch:  # memoryless: an arrival before the state changes
+                t += step
+                out[i], last, i = t - last, t, i + 1
+            else:
+                t, on = switch, not on
+                switch = t + rng.exponential(mean_len[on])
+        return out
 
 
 @dataclass
 class ServiceModel:
     a: float
     b: float
-    ratios: np.ndarray
+    sizes: np.ndarray
+    """measured batch sizes (samples), ascending"""
+    seconds: np.ndarray
+    """their measured service times"""
+    neighbours: int = 32
     embedding_share: Callable[[int], float] | None = None
     embedding_speedup: float = 1.0
 
     @classmethod
-    def fit(cls, samples: np.ndarray, seconds: np.ndarray) -> ServiceModel:
+    def fit(cls, samples: np.ndarray, seconds: np.ndarray, neighbours: int = 32) -> ServiceModel:
         samples, seconds = np.asarray(samples, float), np.asarray(seconds, float)
         if np.unique(samples).size > 1:
             b, a = np.polyfit(samples, seconds, 1)
         else:
             a, b = 0.0, float(np.median(seconds / samples))
-        if a < 0 or b < 0:  # keep the fit physical: a proportional model through the origin
+        if a < 0 or b < 0:  # keep the line physical: proportional, through the origin
             a, b = 0.0, float(np.sum(seconds * samples) / np.sum(samples ** 2))
-        return cls(a=float(a), b=float(b), ratios=seconds / (a + b * samples))
+        order = np.argsort(samples, kind="stable")
+        return cls(a=float(a), b=float(b), sizes=samples[order], seconds=seconds[order], neighbours=neighbours)
+
+    @classmethod
+    def fixed(cls, seconds: float) -> ServiceModel:
+        """A deterministic service of `seconds` per batch whatever its size (for checks against M/D/c)."""
+        return cls(a=seconds, b=0.0, sizes=np.ones(1), seconds=np.full(1, seconds))
+
+    def _line(self, n: float) -> float:
+        return self.a + self.b * n
 
     def draw(self, n: int, rng: np.random.Generator) -> float:
-        t = (self.a + self.b * n) * float(self.ratios[rng.integers(self.ratios.size)])
+        k = self.sizes.size
+        m = min(self.neighbours, k)
+        i = int(np.searchsorted(self.sizes, n))
+        lo = min(max(0, i - m // 2), k - m)
+        j = lo + int(rng.integers(m))
+        t = float(self.seconds[j]) * self._line(n) / max(self._line(self.sizes[j]), 1e-12)
         if self.embedding_share is not None and self.embedding_speedup != 1.0:
             e = self.embedding_share(n)
             t *= 1 - e + e / self.embedding_speedup
@@ -53,12 +116,15 @@ class ServiceModel:
 
 
 def simulate(server: ServerConfig, qps: float, sizes: np.ndarray, service: ServiceModel, queries: int = 20000,
-             seed: int = 0, warmup: int = 500, percentiles: tuple[float, ...] = (50, 90, 95, 99, 99.9)) -> dict:
+             seed: int = 0, warmup: int = 500, percentiles: tuple[float, ...] = (50, 90, 95, 99, 99.9),
+             arrivals: Arrivals | None = None) -> dict:
     """Latency percentiles (ms) of `queries` simulated queries (the first `warmup` dropped)."""
     env = simpy.Environment()
     rng = np.random.default_rng(seed)
+    gaps = (arrivals or Arrivals()).gaps(qps, queries, rng)
     dq: deque[Piece] = deque()
     arrived = [env.event()]
+    finished = [False]
     latency = np.full(queries, np.nan)
     born = np.zeros(queries)
     form = simpy.Resource(env, capacity=1)
@@ -66,13 +132,15 @@ def simulate(server: ServerConfig, qps: float, sizes: np.ndarray, service: Servi
 
     def arrivals():
         for i in range(queries):
-            yield env.timeout(rng.exponential(1 / qps))
+            yield env.timeout(gaps[i])
             n = int(sizes[rng.integers(sizes.size)])
             r = Request(i, i, n, 0)
             born[i] = env.now
             parts = split_query(n, server.split)
             r.pieces_left = len(parts)
             dq.extend(Piece(r, o, m) for o, m in parts)
+            if i == queries - 1:
+                finished[0] = True
             ev, arrived[0] = arrived[0], env.event()
             ev.succeed()
 
@@ -94,8 +162,11 @@ def simulate(server: ServerConfig, qps: float, sizes: np.ndarray, service: Servi
                             batch += more
                             samples += sum(p.n for p in more)
                             continue
-                        if deadline is None:
-                            break  # static batching never idles forever in the model: a flush at the queue's end
+                        if deadline is None:  # static: wait until full; the last arrival flushes, as LoadGen
+                            if finished[0]:
+                                break
+                            yield arrived[0]
+                            continue
                         left = deadline - env.now
                         if left <= 0:
                             break
@@ -116,19 +187,46 @@ def simulate(server: ServerConfig, qps: float, sizes: np.ndarray, service: Servi
         "completed": int(lat.size)}
 
 
+def simulate_runs(server: ServerConfig, qps: float, sizes: np.ndarray, service: ServiceModel, queries: int,
+                  runs: int = 21, seed: int = 0, percentiles: tuple[float, ...] = (50, 99),
+                  arrivals: Arrivals | None = None) -> dict:
+    """Like LoadGen: runs of `queries` queries from an empty queue, percentiles over all of a run's queries; the
+    median over `runs` replications, and each percentile's 5–95% band of single runs."""
+    per = [simulate(server, qps, sizes, service, queries, seed=seed + r, warmup=0, percentiles=percentiles,
+                    arrivals=arrivals) for r in range(runs)]
+    out: dict = {}
+    for p in percentiles:
+        vals = np.array([x[f"p{p:g}_ms"] for x in per])
+        out[f"p{p:g}_ms"] = float(np.median(vals))
+        out[f"p{p:g}_band_ms"] = (float(np.percentile(vals, 5)), float(np.percentile(vals, 95)))
+    return out
+
+
 def bounded_qps(server: ServerConfig, sizes: np.ndarray, service: ServiceModel, bound_ms: float, percentile: float,
-                start: float, steps: int = 12, queries: int = 20000) -> float:
-    """Highest QPS whose simulated percentile meets the bound: bracket by doubling, then `steps` bisections."""
+                start: float, steps: int = 12, queries: int = 20000, arrivals: Arrivals | None = None) -> float:
+    """Highest QPS whose simulated percentile meets the bound: bracket by doubling (or halving, at most 20 times:
+    0 if none meets it), then `steps` bisections."""
     key = f"p{percentile:g}_ms"
 
     def ok(q: float) -> bool:
-        return simulate(server, q, sizes, service, queries, percentiles=(percentile,))[key] <= bound_ms
+        return simulate(server, q, sizes, service, queries, percentiles=(percentile,), arrivals=arrivals)[key] \
+            <= bound_ms
 
-    lo, hi = 0.0, start
-    for _ in range(20):
-        if not ok(hi):
-            break
-        lo, hi = hi, hi * 2
+    lo, hi = start, start
+    if ok(start):
+        for _ in range(20):
+            hi = lo * 2
+            if not ok(hi):
+                break
+            lo = hi
+    else:
+        for _ in range(20):
+            lo = hi / 2
+            if ok(lo):
+                break
+            hi = lo
+        else:
+            return 0.0
     for _ in range(steps):
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if ok(mid) else (lo, mid)

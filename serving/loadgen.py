@@ -116,6 +116,9 @@ def run_loadgen(server: Server, queries: QuerySet, cfg: LoadGenConfig, log_dir: 
     wall = time.perf_counter() - t0
     summary = parse_summary((log_dir / "mlperf_log_summary.txt").read_text())
     summary.update(server.stats.summary())
+    inside = [t for svc in server.services for t in getattr(svc, "inside_s", [])]
+    if inside:  # process workers: the share of the service time spent inside the worker process (the rest: pipe,
+        summary["process_inside_ms_mean"] = 1e3 * sum(inside) / len(inside)  # wake-ups)
     summary.update(wall_s=wall, log_dir=str(log_dir), loadavg=list(os.getloadavg()),
                    target_qps=cfg.target_qps if target_qps is None else target_qps)
     return summary

@@ -4,10 +4,16 @@ Budgets, not clocks: each setting costs a counted number of LoadGen runs. `bisec
 doubling or halving from a start (at most `bracket_runs` runs), then bisects it `steps` times; the answer is the
 highest VALID QPS seen. Three servers are compared at the same bound:
 - naive: one query at a time (one worker, all cores' intra-op threads, no batching, no splitting);
-- static: batches of up to B samples from whatever is queued (the MLPerf reference server's batching), one worker,
-  no splitting; the best B of a list;
-- ours: workers × split size × max batch × max wait (DeepRecSched's knobs). Each candidate is first tried once
-  just above the best QPS found so far; only candidates VALID there get a bisection (at most `max_settings`).
+- static: a fixed batch size B: the batcher waits until B samples are queued (no timeout; LoadGen's flush ends a
+  run), one worker with all cores' intra-op threads, no splitting; the best B of a list;
+- ours: worker kind (threads or processes) × workers × split size × max batch × max wait (DeepRecSched's knobs
+  plus the pool). Batching is dynamic: a free worker takes whatever is queued up to max batch and waits at most
+  max wait for more (0: not at all). The candidate "thread, 1 worker, no split, wait 0" is the greedy batcher of
+  MLPerf's reference server. Each candidate is first tried once at the best QPS found so far (naive, static);
+  of those VALID there, the `max_settings` with the lowest latency at the bound's percentile get a bisection
+  upwards (a single probe above the best would reject a better setting on one noisy run).
+Runs: naive and each static B cost ≤ bracket_runs + steps; each candidate one probe, a bisected one ≤ bracket_runs
++ steps more; confirmation ≤ (confirm_levels + 2 steps down) × confirm_repeats per kind. Every run is counted.
 """
 from __future__ import annotations
 
@@ -87,11 +93,16 @@ def bisect_qps(run: Callable[[float], dict], start: float, steps: int, bracket_r
     return result
 
 
-def confirm(run: Callable[[float], dict], result: SearchResult, repeats: int, levels: int) -> SearchResult:
+def confirm(run: Callable[[float], dict], result: SearchResult, repeats: int, levels: int,
+            step_down: int = 2, factor: float = 0.9) -> SearchResult:
     """Re-run the setting's VALID QPS values, highest first (at most `levels` of them), `repeats` times each; the
-    first whose repeats are all VALID is the confirmed QPS. One lucky VALID run under noise is not an answer."""
-    valid = sorted({p["target_qps"] for p in result.points if _valid(p)}, reverse=True)
-    for q in valid[:levels]:
+    first whose repeats are all VALID is the confirmed QPS. One lucky VALID run under noise is not an answer. If
+    none holds, step down from the lowest one tried by `factor`, at most `step_down` times (the VALID values of a
+    bisection all sit within a few % of the edge, where one noisy run flips the verdict)."""
+    valid = sorted({p["target_qps"] for p in result.points if _valid(p)}, reverse=True)[:levels]
+    if valid:
+        valid += [valid[-1] * factor ** k for k in range(1, step_down + 1)]
+    for q in valid:
         ok = True
         for _ in range(repeats):
             p = run(q)
@@ -106,29 +117,36 @@ def confirm(run: Callable[[float], dict], result: SearchResult, repeats: int, le
 
 
 def naive_setting(base: ServerConfig, cores: int) -> Setting:
-    return Setting("naive", "naive", replace(base, workers=1, intra_threads=cores, max_batch=0, split=0,
-                                             max_wait_ms=0.0))
+    return Setting("naive", "naive", replace(base, workers=1, worker_kind="thread", intra_threads=cores, max_batch=0,
+                                             split=0, max_wait_ms=0.0))
 
 
 def static_settings(base: ServerConfig, cfg: SearchConfig, cores: int) -> list[Setting]:
-    return [Setting(f"static B={b}", "static", replace(base, workers=1, intra_threads=cores, max_batch=b,
-                                                        split=0, max_wait_ms=0.0)) for b in cfg.static_batches]
+    return [Setting(f"static B={b}", "static", replace(base, workers=1, worker_kind="thread", intra_threads=cores,
+                                                        max_batch=b, split=0, max_wait_ms=-1.0))
+            for b in cfg.static_batches]
 
 
 def our_candidates(base: ServerConfig, cfg: SearchConfig, cores: int) -> list[Setting]:
+    """Every combination of the search lists, in list order (so put the likeliest first: only `max_settings` get a
+    bisection). One process worker is one thread worker plus a pipe: skipped. Intra-op threads = cores / workers,
+    so workers × intra-op threads never exceeds the cores."""
     out = []
-    for w, s, b, wait in itertools.product(cfg.workers, cfg.splits, cfg.max_batches, cfg.max_wait_ms):
-        if s and s > b:
+    for kind, w, s, b, wait in itertools.product(cfg.worker_kinds, cfg.workers, cfg.splits, cfg.max_batches,
+                                                 cfg.max_wait_ms):
+        if (s and s > b) or (kind == "process" and w == 1):
             continue
         threads = max(1, cores // w)
-        out.append(Setting(f"ours w={w} split={s} B={b} wait={wait:g}", "ours",
-                           replace(base, workers=w, intra_threads=threads, max_batch=b, split=s, max_wait_ms=wait)))
+        out.append(Setting(f"ours {kind} w={w} split={s} B={b} wait={wait:g}", "ours",
+                           replace(base, worker_kind=kind, workers=w, intra_threads=threads, max_batch=b, split=s,
+                                   max_wait_ms=wait)))
     return out
 
 
 def search_all(run: RunFn, base: ServerConfig, cfg: SearchConfig, start_qps: float, cores: int,
-               log: Callable[[str], None] = print) -> list[SearchResult]:
-    """Naive, every static B, then our candidates; returns one SearchResult per setting tried."""
+               log: Callable[[str], None] = print, rank_key: str = "p99_ms") -> list[SearchResult]:
+    """Naive, every static B, then our candidates; returns one SearchResult per setting tried. `rank_key`: the
+    run's latency at the bound's percentile, which orders the candidates VALID at the probe."""
     results: list[SearchResult] = []
     naive = naive_setting(base, cores)
     r = bisect_qps(lambda q: run(naive, q), start_qps, cfg.bisection_steps, cfg.bracket_runs,
@@ -142,20 +160,21 @@ def search_all(run: RunFn, base: ServerConfig, cfg: SearchConfig, start_qps: flo
         results.append(r)
         log(f"{st.label}: {r.best_qps:.1f} QPS ({r.runs} LoadGen runs)")
         best = max(best, r.best_qps)
-    bisected = 0
+    # ours: every candidate once at the best QPS so far; those VALID there, most headroom first (lowest latency at
+    # the bound's percentile in that run), get a bisection upwards: at most max_settings of them
+    probe_q, probed = best, []
     for st in our_candidates(base, cfg, cores):
-        if bisected >= cfg.max_settings:
-            break
         r = SearchResult(st)
-        q = best * 1.15
-        p = run(st, q)
+        p = run(st, probe_q)
         r.points.append(p)
         if _valid(p):
-            r.best_qps, r.best_point = q, p
-            bisected += 1
-            r = bisect_qps(lambda q, st=st: run(st, q), q * 1.5, cfg.bisection_steps, cfg.bracket_runs, r,
-                           lo=q)
-            best = max(best, r.best_qps)
+            r.best_qps, r.best_point = probe_q, p
+            probed.append((p.get(rank_key, float("inf")), len(probed), r))
         results.append(r)
+        log(f"{st.label}: {'VALID' if _valid(p) else 'INVALID'} at {probe_q:.1f} QPS (1 LoadGen run)")
+    for _, _, r in sorted(probed, key=lambda x: x[:2])[:cfg.max_settings]:
+        st = r.setting
+        bisect_qps(lambda q, st=st: run(st, q), probe_q * 1.25, cfg.bisection_steps, cfg.bracket_runs, r,
+                   lo=probe_q)
         log(f"{st.label}: {r.best_qps:.1f} QPS ({r.runs} LoadGen runs)")
     return results

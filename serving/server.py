@@ -7,7 +7,11 @@ batch's first piece arrived (max_wait < 0: until full, i.e. static batching; Loa
 max_batch = 0 takes exactly one piece: with split = 0 and one worker that is the naive server (one query at a
 time). A query completes towards LoadGen when its last piece has been served.
 
-Workers are threads: torch's kernels release the GIL, so two workers use both cores of the development machine.
+Workers are threads that form batches; each runs its batch itself (`worker_kind=thread`: torch's kernels release
+the GIL) or hands it to a worker process of its own (`worker_kind=process`, serving/procpool.py) and waits.
+
+GPU offload (`gpu_threshold` > 0, with an `offload` service on a CUDA device): queries of more than `gpu_threshold`
+samples skip the CPU queue and go whole to a GPU lane served by one more thread (batched up to max_batch samples).
 """
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ import numpy as np
 
 from .config import ServerConfig
 
-__all__ = ["Request", "Piece", "split_query", "form_batch", "Server", "ServerStats"]
+__all__ = ["Request", "Piece", "split_query", "form_batch", "Server", "ServerStats", "Service"]
 
 
 @dataclass
@@ -38,6 +42,10 @@ class Piece:
     request: Request
     offset: int
     n: int
+
+
+Service = Callable[[list[Piece]], None]
+"""Runs one batch of pieces (the real DLRM, a worker process's, the GPU's, or the validation's timed wait)."""
 
 
 def split_query(size: int, split: int) -> list[tuple[int, int]]:
@@ -69,6 +77,8 @@ class ServerStats:
     batch_pieces: list[int] = field(default_factory=list)
     service_s: list[float] = field(default_factory=list)
     wait_s: list[float] = field(default_factory=list)
+    offloaded_queries: int = 0
+    queries: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def summary(self) -> dict:
@@ -80,7 +90,8 @@ class ServerStats:
                 "batch_pieces_mean": float(np.mean(self.batch_pieces)) if self.batch_pieces else 0.0,
                 "service_ms_mean": 1e3 * float(sv.mean()) if sv.size else 0.0, "service_ms_p50": 1e3 * q(sv, 50),
                 "service_ms_p99": 1e3 * q(sv, 99), "queue_wait_ms_mean": 1e3 * float(wt.mean()) if wt.size else 0.0,
-                "queue_wait_ms_p50": 1e3 * q(wt, 50), "queue_wait_ms_p99": 1e3 * q(wt, 99)}
+                "queue_wait_ms_p50": 1e3 * q(wt, 50), "queue_wait_ms_p99": 1e3 * q(wt, 99),
+                "offloaded_queries": self.offloaded_queries, "queries": self.queries}
 
 
 class Server:
@@ -88,17 +99,24 @@ class Server:
 
     `complete(request)` is called once per query when its last piece is done (from a worker thread)."""
 
-    def __init__(self, cfg: ServerConfig, service: Callable[[list[Piece]], None],
-                 complete: Callable[[Request], None] | None = None) -> None:
-        self.cfg, self.service, self.complete = cfg, service, complete
+    def __init__(self, cfg: ServerConfig, service: Service | list[Service],
+                 complete: Callable[[Request], None] | None = None, offload: Service | None = None) -> None:
+        self.cfg, self.complete = cfg, complete
+        self.services = list(service) if isinstance(service, list) else [service] * cfg.workers
+        if len(self.services) != cfg.workers:
+            raise ValueError(f"{len(self.services)} services for {cfg.workers} workers")
+        self.offload = offload if cfg.gpu_threshold > 0 else None
+        self.gpu_queue: deque[Piece] = deque()
         self.queue: deque[Piece] = deque()
         self.cond = threading.Condition()
         self.form_lock = threading.Lock()
         self.flushing = False
         self.stopping = False
         self.stats = ServerStats()
-        self.threads = [threading.Thread(target=self._work, name=f"serve-worker-{i}", daemon=True)
+        self.threads = [threading.Thread(target=self._work, args=(i,), name=f"serve-worker-{i}", daemon=True)
                         for i in range(cfg.workers)]
+        if self.offload is not None:
+            self.threads.append(threading.Thread(target=self._work_offload, name="serve-gpu", daemon=True))
 
     def start(self) -> Server:
         for t in self.threads:
@@ -114,7 +132,12 @@ class Server:
 
     def submit(self, requests: list[Request]) -> None:
         with self.cond:
+            self.stats.queries += len(requests)
             for r in requests:
+                if self.offload is not None and r.size > self.cfg.gpu_threshold:
+                    r.pieces_left = 1
+                    self.gpu_queue.append(Piece(r, 0, r.size))
+                    continue
                 parts = split_query(r.size, self.cfg.split)
                 r.pieces_left = len(parts)
                 self.queue.extend(Piece(r, o, n) for o, n in parts)
@@ -163,24 +186,41 @@ class Server:
                     self.cond.wait(left)
             return batch
 
-    def _work(self) -> None:
+    def _work(self, i: int) -> None:
+        service = self.services[i]
         while True:
             with self.form_lock:
                 batch = self._take()
             if batch is None:
                 return
-            t0 = time.perf_counter_ns()
-            self.service(batch)
-            t1 = time.perf_counter_ns()
-            done = []
-            with self.stats.lock:
-                self.stats.batch_samples.append(sum(p.n for p in batch))
-                self.stats.batch_pieces.append(len(batch))
-                self.stats.service_s.append((t1 - t0) / 1e9)
-                for p in batch:
-                    self.stats.wait_s.append((t0 - p.request.arrived_ns) / 1e9)
-                    p.request.pieces_left -= 1
-                    if p.request.pieces_left == 0:
-                        done.append(p.request)
-            for r in done:
-                self.complete(r)
+            self._serve(service, batch)
+
+    def _work_offload(self) -> None:
+        """The GPU lane: whole large queries, batched up to max_batch samples, no waiting for more."""
+        while True:
+            with self.cond:
+                while not self.gpu_queue:
+                    if self.stopping:
+                        return
+                    self.cond.wait()
+                batch = form_batch(self.gpu_queue, self.cfg.max_batch)
+            self._serve(self.offload, batch, offloaded=True)
+
+    def _serve(self, service: Service, batch: list[Piece], offloaded: bool = False) -> None:
+        t0 = time.perf_counter_ns()
+        service(batch)
+        t1 = time.perf_counter_ns()
+        done = []
+        with self.stats.lock:
+            if offloaded:
+                self.stats.offloaded_queries += len(batch)
+            self.stats.batch_samples.append(sum(p.n for p in batch))
+            self.stats.batch_pieces.append(len(batch))
+            self.stats.service_s.append((t1 - t0) / 1e9)
+            for p in batch:
+                self.stats.wait_s.append((t0 - p.request.arrived_ns) / 1e9)
+                p.request.pieces_left -= 1
+                if p.request.pieces_left == 0:
+                    done.append(p.request)
+        for r in done:
+            self.complete(r)

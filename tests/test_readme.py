@@ -89,6 +89,8 @@ RUNS: dict[str, Run] = {
                               "dlrmbench perfmodel train"), slow=True),
     "dlrmbench serve": Run(extra=SERVE_TINY, slow=True),
     "dlrmbench serve serving=deeprecsys_rm1 serving.loadgen.target_qps=10": Run(extra=SERVE_TINY, slow=True),
+    "dlrmbench serve serving=deeprecsys_rm1 serving.loadgen.target_qps=200 serving.server.worker_kind=process "
+    "serving.server.workers=2": Run(extra=SERVE_TINY, slow=True),
     "dlrmbench serve search serving=deeprecsys_rm3": Run(extra=f"{SERVE_TINY} {SEARCH_TINY}", slow=True),
     "dlrmbench serve validate serving.loadgen.min_query_count=2000": Run(extra=SERVE_TINY, slow=True),
     "dlrmbench serve overhead": Run(extra=SERVE_TINY, slow=True),

@@ -1,16 +1,17 @@
-"""The SimPy server model: with a deterministic service it is the M/D/c queue; the service model fits measured
-pairs and applies an embedding speedup only to the embedding share."""
+"""The SimPy server model: with a deterministic service it is the M/D/c queue; the service model resamples measured
+batches by size and applies an embedding speedup only to the embedding share; the on-off arrivals keep their mean
+rate and are burstier than Poisson; static batching in the model waits for a full batch."""
 import numpy as np
 import pytest
 
 from serving.config import ServerConfig
-from serving.desim import ServiceModel, simulate
+from serving.desim import Arrivals, ServiceModel, bounded_qps, simulate, simulate_runs
 from serving.theory import mdc_percentiles
 
 
 @pytest.mark.parametrize("c", [1, 2])
 def test_model_with_a_fixed_service_reproduces_md_c_percentiles(c):
-    model = ServiceModel(a=0.005, b=0.0, ratios=np.ones(1))
+    model = ServiceModel.fixed(0.005)
     lam = 0.6 * c / 0.005
     sim = simulate(ServerConfig(workers=c, max_batch=0), lam, np.array([1]), model, queries=30000, seed=2)
     ref = mdc_percentiles(lam, 0.005, c, customers=300_000)
@@ -18,18 +19,71 @@ def test_model_with_a_fixed_service_reproduces_md_c_percentiles(c):
     assert sim["p99_ms"] == pytest.approx(ref["p99_ms"], rel=0.10)
 
 
-def test_service_model_fit_recovers_a_linear_cost_and_its_spread():
+def test_service_model_resamples_measured_batches_of_a_similar_size():
     n = np.repeat([16, 64, 256], 50).astype(float)
-    ratio = np.tile(np.linspace(0.9, 1.1, 50), 3)
-    model = ServiceModel.fit(n, (0.001 + 2e-5 * n) * ratio)
-    assert model.a == pytest.approx(0.001, rel=0.05) and model.b == pytest.approx(2e-5, rel=0.05)
-    assert 0.85 < model.ratios.min() and model.ratios.max() < 1.15
+    t = np.concatenate([np.full(50, 0.001), np.linspace(0.002, 0.004, 50), np.full(50, 0.01)])
+    model = ServiceModel.fit(n, t, neighbours=20)
+    rng = np.random.default_rng(0)
+    draws = np.array([model.draw(64, rng) for _ in range(500)])
+    assert 0.002 - 1e-12 <= draws.min() and draws.max() <= 0.004 + 1e-12  # only the 64-sample batches' times
+    assert np.unique(draws).size > 10  # their spread, not one fitted value
+    assert all(model.draw(16, rng) == 0.001 for _ in range(20)) and model.draw(256, rng) == 0.01
+
+
+def test_service_model_scales_a_neighbours_time_to_the_drawn_size_by_the_fitted_line():
+    n = np.array([100.0, 200.0])
+    model = ServiceModel.fit(n, 1e-5 * n, neighbours=1)
+    assert model.draw(150, np.random.default_rng(0)) == pytest.approx(1.5e-3)
 
 
 def test_embedding_speedup_scales_only_the_embedding_share():
-    model = ServiceModel(a=0.0, b=1e-3, ratios=np.ones(1), embedding_share=lambda n: 0.5, embedding_speedup=4.0)
+    model = ServiceModel.fit(np.array([100.0]), np.array([0.1]))
+    model.embedding_share, model.embedding_speedup = (lambda n: 0.5), 4.0
     t = model.draw(100, np.random.default_rng(0))
     assert t == pytest.approx(0.1 * (0.5 + 0.5 / 4))
+
+
+def test_onoff_arrivals_keep_the_mean_rate_and_are_burstier_than_poisson():
+    rng = np.random.default_rng(0)
+    poisson = Arrivals().gaps(100.0, 100_000, rng)
+    onoff = Arrivals("onoff", burst=4.0, on_fraction=0.2, on_ms=50.0).gaps(100.0, 100_000, rng)
+    assert 1 / onoff.mean() == pytest.approx(100.0, rel=0.05) and 1 / poisson.mean() == pytest.approx(100.0, rel=0.02)
+    counts = [np.histogram(np.cumsum(g), bins=np.arange(0, 900, 0.1))[0] for g in (poisson, onoff)]
+    assert counts[1].var() / counts[1].mean() > 1.5 > counts[0].var() / counts[0].mean()  # index of dispersion
+
+
+def test_onoff_arrivals_refuse_a_negative_off_rate():
+    with pytest.raises(ValueError, match="burst × on_fraction < 1"):
+        Arrivals("onoff", burst=6.0, on_fraction=0.2).gaps(10.0, 10, np.random.default_rng(0))
+
+
+def test_bursty_arrivals_lower_the_model_latency_bounded_qps():
+    model = ServiceModel.fixed(0.005)
+    server = ServerConfig(workers=1, max_batch=0)
+    base = bounded_qps(server, np.array([1]), model, 50.0, 95, start=50.0, steps=5, queries=4000)
+    bursty = bounded_qps(server, np.array([1]), model, 50.0, 95, start=50.0, steps=5, queries=4000,
+                         arrivals=Arrivals("onoff", burst=4.0, on_fraction=0.2, on_ms=200.0))
+    assert 0 < bursty < base < 200  # 200 QPS is the service's capacity
+
+
+def test_static_batching_in_the_model_waits_for_a_full_batch():
+    seen = []
+
+    class Spy(ServiceModel):
+        def draw(self, n, rng):
+            seen.append(n)
+            return 1e-4
+
+    spy = Spy.fixed(1e-4)
+    simulate(ServerConfig(workers=1, max_batch=8, max_wait_ms=-1), 50.0, np.array([2]), spy, queries=40, warmup=0)
+    assert seen == [8] * 10
+
+
+def test_runs_like_loadgen_take_the_median_of_replications_with_a_band():
+    r = simulate_runs(ServerConfig(workers=1, max_batch=0), 120.0, np.array([1]), ServiceModel.fixed(0.005), 500,
+                      runs=9)
+    lo, hi = r["p99_band_ms"]
+    assert lo <= r["p99_ms"] <= hi and r["p50_ms"] >= 5.0
 
 
 def test_batching_in_the_model_never_exceeds_max_batch_and_splits_queries():
@@ -40,7 +94,7 @@ def test_batching_in_the_model_never_exceeds_max_batch_and_splits_queries():
             seen.append(n)
             return 1e-4 * n
 
-    spy = Spy(a=0.0, b=1e-4, ratios=np.ones(1))
+    spy = Spy.fixed(1e-4)
     simulate(ServerConfig(workers=2, max_batch=64, split=32, max_wait_ms=1.0), 200.0, np.array([10, 100]), spy,
              queries=500, warmup=0)
     assert max(seen) <= 64 and sum(seen) > 0

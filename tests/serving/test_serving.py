@@ -169,6 +169,30 @@ def test_bisection_finds_the_boundary_of_a_monotone_verdict_and_counts_runs():
     assert boundary - 20 / 64 <= result.best_qps <= boundary
 
 
+def test_search_probes_every_candidate_at_the_best_qps_and_bisects_the_one_with_most_headroom():
+    from serving.search import our_candidates, search_all
+
+    sc = SearchConfig(worker_kinds=["process", "thread"], workers=[2, 1], splits=[0], max_batches=[256],
+                      static_batches=[128], bisection_steps=3, bracket_runs=4, max_settings=1)
+    capacity = {"naive": 100.0, "static B=128": 120.0, "ours process w=2 split=0 B=256 wait=0": 200.0,
+                "ours thread w=2 split=0 B=256 wait=0": 130.0, "ours thread w=1 split=0 B=256 wait=0": 90.0}
+    calls = []
+
+    def run(st, q):  # latency grows with load: the setting with more capacity has more headroom at a given QPS
+        calls.append((st.label, q))
+        return {"verdict": "VALID" if q <= capacity[st.label] else "INVALID", "p95_ms": 100 * q / capacity[st.label],
+                "target_qps": q}
+
+    results = search_all(run, ServerConfig(), sc, 50.0, cores=2, log=lambda m: None, rank_key="p95_ms")
+    by = {r.setting.label: r for r in results}
+    probe = by["static B=128"].best_qps
+    assert all(by[st.label].points[0]["target_qps"] == probe for st in our_candidates(ServerConfig(), sc, 2))
+    best = by["ours process w=2 split=0 B=256 wait=0"]
+    assert best.runs > 1 and by["ours thread w=2 split=0 B=256 wait=0"].runs == 1  # only one bisected
+    assert 0.8 * 200 <= best.best_qps <= 200
+    assert len(calls) == sum(r.runs for r in results)  # every LoadGen run is counted
+
+
 def test_bisection_reports_zero_when_nothing_is_valid():
     r = bisect_qps(lambda q: {"verdict": "INVALID"}, 8.0, 3, 3, SearchResult(Setting("x", "naive", ServerConfig())))
     assert r.best_qps == 0 and r.runs == 3
@@ -266,6 +290,21 @@ def test_confirm_rejects_a_lucky_valid_run_and_keeps_the_highest_repeatable_one(
     assert r.confirmed_qps == 20.0 and runs == [40.0, 20.0, 20.0] and r.confirm_runs == 3
 
 
+def test_confirm_steps_down_below_the_edge_when_no_valid_level_repeats():
+    from serving.search import confirm
+
+    r = SearchResult(Setting("x", "naive", ServerConfig()))
+    r.points = [{"target_qps": q, "verdict": "VALID"} for q in (98.0, 99.0, 100.0)]
+    runs = []
+
+    def run(q):  # the three VALID values sit at the noisy edge; 10% below holds
+        runs.append(q)
+        return {"verdict": "VALID" if q <= 90 else "INVALID"}
+
+    confirm(run, r, repeats=2, levels=3, step_down=2, factor=0.9)
+    assert runs == [100.0, 99.0, 98.0, 98.0 * 0.9, 98.0 * 0.9] and r.confirmed_qps == pytest.approx(88.2)
+
+
 def test_parse_summary_takes_offline_and_single_stream_throughput():
     from serving.loadgen import parse_summary
 
@@ -273,3 +312,138 @@ def test_parse_summary_takes_offline_and_single_stream_throughput():
     single = parse_summary("QPS w/ loadgen overhead         : 1123.69\nResult is : VALID\n")
     assert offline["completed_qps"] == 3081.46 and offline["verdict"] == "INVALID" and offline["p50_ms"] == 0.001
     assert single["completed_qps"] == 1123.69 and single["verdict"] == "VALID"
+
+
+# --- worker kinds, search space, GPU offload --------------------------------------------------------------------------
+
+def _dlrm_spec() -> WorkloadSpec:
+    """A DLRM-sized tiny workload (table dim = the bottom MLP's last width)."""
+    from embedding.spec import DenseArch
+
+    tables = tuple(TableSpec(f"t{i}", 2000, 8, pooling=PoolingSpec("uniform", low=1, high=4),
+                             access=AccessSpec("zipf", 1.05)) for i in range(3))
+    return WorkloadSpec("tiny_dlrm", tables, batch_size=8, dense=DenseArch(num_dense_features=4, bottom_mlp=(16, 8),
+                                                                           top_mlp=(16, 1)))
+
+
+def test_a_worker_process_loop_serves_batches_sent_as_sample_ranges():
+    """The worker process's loop and the remote service's protocol, run in a thread here (no spawn: quick)."""
+    import multiprocessing as mp
+
+    import torch
+
+    from serving.procpool import RemoteService, _child
+
+    threads = torch.get_num_threads()
+    parent, child = mp.Pipe()
+    t = threading.Thread(target=_child, args=(child, _dlrm_spec(), 64, "torch"))
+    t.start()
+    try:
+        assert parent.recv() == "ready"
+        parent.send(("threads", 1))
+        assert parent.recv() == "ok"
+        remote = RemoteService(parent, np.array([0, 10, 40]))
+        reqs = [Request(0, 1, 12, 0), Request(1, 2, 20, 0)]
+        remote([Piece(reqs[0], 0, 12), Piece(reqs[1], 4, 16)])  # pool samples 10..21 and 44..59
+        remote([Piece(reqs[1], 0, 4)])
+        assert len(remote.inside_s) == 2 and all(s > 0 for s in remote.inside_s)
+    finally:
+        parent.send(None)
+        t.join()
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.slow
+def test_process_workers_serve_every_query_with_their_own_model_copy(tmp_path):
+    from serving.build import build_setup, new_server
+    from serving.loadgen import run_loadgen
+
+    cfg = ServingConfig(query=QueryConfig(size="fixed", mean=8, count=32, pool_samples=64),
+                        server=ServerConfig(workers=2, worker_kind="process", max_batch=32),
+                        loadgen=LoadGenConfig(target_qps=100, latency_ms=1000, percentile=90, min_duration_ms=100,
+                                              min_query_count=20))
+    setup = build_setup(_dlrm_spec(), cfg)
+    try:
+        server = new_server(setup, cfg.server)
+        p = run_loadgen(server, setup.queries, cfg.loadgen, tmp_path)
+        pids = {proc.pid for proc in setup.procs.procs}
+        assert len(pids) == 2 and all(proc.is_alive() for proc in setup.procs.procs)
+        assert p["queries"] >= 20 and sum(server.stats.batch_samples) == 8 * p["queries"]
+        inside = [len(s.inside_s) for s in server.services]
+        assert sum(inside) == p["batches"]  # every batch ran in a worker process
+        again = new_server(setup, cfg.server)  # the next run reuses the same processes
+        assert {proc.pid for proc in setup.procs.procs} == pids and again.services[0].conn is server.services[0].conn
+    finally:
+        setup.close()
+    assert setup.procs is None
+
+
+def test_search_space_has_process_and_thread_workers_and_static_waits_for_b():
+    from serving.search import naive_setting, our_candidates, static_settings
+
+    sc = SearchConfig(worker_kinds=["process", "thread"], workers=[2, 1], splits=[0, 64], max_batches=[256])
+    ours = our_candidates(ServerConfig(), sc, cores=2)
+    kinds = {(s.server.worker_kind, s.server.workers) for s in ours}
+    assert kinds == {("process", 2), ("thread", 2), ("thread", 1)}  # one process worker = one thread plus a pipe
+    assert all(s.server.workers * s.server.intra_threads <= 2 for s in ours)
+    assert all(s.server.max_wait_ms == -1 and s.server.workers == 1 for s in static_settings(ServerConfig(), sc, 2))
+    naive = naive_setting(ServerConfig(), 2).server
+    assert naive.max_batch == 0 and naive.split == 0 and naive.worker_kind == "thread"
+
+
+def test_queries_above_the_gpu_threshold_go_whole_to_the_offload_lane():
+    cpu, gpu, done = [], [], []
+    lock = threading.Lock()
+
+    def on(where):
+        def service(pieces):
+            with lock:
+                where.extend((p.request.query, p.n) for p in pieces)
+        return service
+
+    server = Server(ServerConfig(workers=1, max_batch=64, split=8, gpu_threshold=20), on(cpu),
+                    lambda r: done.append(r.query), offload=on(gpu)).start()
+    server.submit([Request(i, i, n, 0) for i, n in enumerate([5, 30, 20, 100])])
+    server.flush()
+    while len(done) < 4:
+        pass
+    server.stop()
+    assert sorted(gpu) == [(1, 30), (3, 100)]  # whole, unsplit
+    assert sorted(q for q, _ in cpu) == [0, 2, 2, 2] and server.stats.summary()["offloaded_queries"] == 2
+
+
+def test_gpu_threshold_without_cuda_is_refused_and_zero_is_off():
+    cfg = ServingConfig(server=ServerConfig(gpu_threshold=256))
+    with pytest.raises(ServingError, match="needs a CUDA device"):
+        check_serving(cfg, cuda=False)
+    check_serving(cfg, cuda=True)
+    check_serving(ServingConfig(server=ServerConfig(gpu_threshold=0)), cuda=False)
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs CUDA")
+def test_gpu_offload_serves_large_queries_on_the_cuda_copy(tmp_path):
+    from serving.build import build_setup, new_server
+    from serving.loadgen import run_loadgen
+
+    cfg = ServingConfig(query=QueryConfig(size="uniform", low=1, high=64, count=64, pool_samples=256),
+                        server=ServerConfig(workers=1, max_batch=64, gpu_threshold=32),
+                        loadgen=LoadGenConfig(target_qps=100, latency_ms=1000, percentile=90, min_duration_ms=100,
+                                              min_query_count=30))
+    setup = build_setup(_dlrm_spec(), cfg)
+    server = new_server(setup, cfg.server)
+    p = run_loadgen(server, setup.queries, cfg.loadgen, tmp_path)
+    assert p["offloaded_queries"] > 0 and setup.gpu.device.type == "cuda"
+    assert next(setup.gpu.model.parameters()).is_cuda
+
+
+@pytest.mark.parametrize("arg,needle", [("serving.server.worker_kind=fiber", "worker_kind"),
+                                        ("serving.server.gpu_threshold=256", "CUDA"),
+                                        ("serving.whatif.cache_fraction=0", "cache_fraction"),
+                                        ("serving.search.worker_kinds=[thread,green]", "worker_kinds")])
+def test_cli_bad_worker_mode_and_whatif_knobs_one_line_exit_2(arg, needle, tmp_path, monkeypatch, capsys):
+    if "gpu" in arg and __import__("torch").cuda.is_available():
+        pytest.skip("a CUDA device is present: the threshold is accepted")
+    r = _cli([arg, f"records={tmp_path / 'r.jsonl'}"], tmp_path, monkeypatch, capsys)
+    assert r.returncode == 2 and needle in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []

@@ -133,12 +133,13 @@ def _optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[s
     for b, tag, theta, mu, dp, lw, tf in attempts:
         if len(found) >= budget + extra:
             break
-        choice = (id(b), *(b.choose(t, theta, mu, dp, lw, tf) for t in workload.tables))
-        if choice in tried:  # the same sharding types pack to the same plan
+        choice = {t.name: b.choose(t, theta, mu, dp, lw, tf) for t in workload.tables}
+        key = (id(b), *choice.values())
+        if key in tried:  # the same sharding types pack to the same plan
             continue
-        tried.add(choice)
+        tried.add(key)
         try:
-            plan = b.pack(theta, mu, dp, lw, tf)
+            plan = b.pack(theta, mu, dp, lw, tf, choice)
         except NoFit:
             continue
         lw_tag = {True: " least-work", 2: " least-work(ours)", 3: " least-work(TorchRec)"}.get(lw, "")
@@ -170,10 +171,6 @@ def _optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[s
             raise no_room(max(workload.tables, key=lambda t: t.bytes).name, Bins(topology), need) from None
     scored = [(label, *(rate[id(p)] if id(p) in rate else (cost.plan_cost(p), trec.plan_cost(p))), p)
               for label, p in found]
-    best = min(scored, key=lambda x: max(x[1] / lb[0], x[2] / lb[1]))
-    refined, stats.milp = milp_refine(builder, best[3], MILP_MAX_VARS, MILP_NODES)
-    if refined is not None:
-        scored.append(("milp", cost.plan_cost(refined), trec.plan_cost(refined), refined))
     rated = {id(p): (a, b) for _, a, b, p in scored}
     refs = [rated[id(p)] for p in baselines.values()]
     tol = 1 + 1e-9
@@ -200,7 +197,9 @@ def _optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[s
         take("pairs", refine_plan(builder.res, plan, min(PAIR_EVALS, PAIR_WORK // n), flat))
     if n > ATTEMPT_TABLES:  # a short anneal of the pick's placement (≈ 0.2 s on 856 tables)
         take(f"anneal {FAST_ANNEAL / 1e6:g}M", anneal_plan(builder.res, plan, FAST_ANNEAL, t_cap=rating))
-    if anneal > 0:
+    if anneal > 0:  # the opt-in long search: the exact MILP on small instances first, then annealing
+        refined, stats.milp = milp_refine(builder, plan, MILP_MAX_VARS, MILP_NODES)
+        take("milp", refined)
         label, plan = _anneal(builder, cost, trec, label, plan, rating, anneal * 1_000_000, stats)
     stats.chosen = label
     stats.wall_s = time.perf_counter() - start

@@ -129,11 +129,13 @@ class Builder:
         return RW, self.topo.world_size
 
     def pack(self, theta: float, mu: float, allow_dp: bool, least_work: bool | int = False, twrw_first: bool = False,
-             ) -> ShardingPlan:
+             choice: dict[str, tuple[ShardingType, int]] | None = None) -> ShardingPlan:
+        """One packing; `choice` (table -> type, pieces), if given, is what `choose` returns for these arguments
+        (the caller already computed it)."""
         topo = self.topo
         w, h = topo.world_size, min(topo.ranks_per_host, topo.world_size)
-        choice = {t.name: self.choose(t, theta, mu, allow_dp, least_work, twrw_first)
-                  for t in self.cost.workload.tables}
+        choice = dict(choice) if choice is not None else {
+            t.name: self.choose(t, theta, mu, allow_dp, least_work, twrw_first) for t in self.cost.workload.tables}
         self._fit_replicas(choice, theta, mu, least_work, twrw_first)
         state = Loads(self.res, topo, {st for st, _ in choice.values()})
         pieces, groups = [], []
@@ -144,8 +146,10 @@ class Builder:
                 state.put_all(st, *self.shard(t, st, t.rows, t.dim))
                 layout[t.name] = (st, list(range(w)))
             elif st == RW:
-                for r, (a, b) in enumerate(row_ranges(t.rows, w)):
-                    state.put(r, st, *self.shard(t, st, b - a, t.dim))
+                first = 0
+                for rows, n in row_sizes(t.rows, w):  # consecutive blocks: full ones, the tail, empty ones
+                    state.put_ranks(slice(first, first + n), st, *self.shard(t, st, rows, t.dim))
+                    first += n
                 layout[t.name] = (st, list(range(w)))
             elif st == TWRW:
                 shards = [self.shard(t, st, b - a, t.dim) for a, b in row_ranges(t.rows, h)]
@@ -157,17 +161,7 @@ class Builder:
         if any(state.used[k].max() > state.cap[k] for k in state.tiers):
             raise NoFit("row-wise and data-parallel shards alone overfill a rank")
         for _, name, shards in sorted(groups, key=lambda g: -g[0]):
-            best, best_key = -1, (np.inf, np.inf)
-            for host in range(topo.num_hosts):
-                ranks = range(host * h, host * h + h)
-                if all(state.fits_rank(r, m) for r, (_, m) in zip(ranks, shards, strict=True)):
-                    for r, (v, m) in zip(ranks, shards, strict=True):
-                        state.put(r, TWRW, v, m)
-                    key = state.objective()
-                    for r, (v, m) in zip(ranks, shards, strict=True):
-                        state.take(r, TWRW, v, m)
-                    if key < best_key:
-                        best, best_key = host, key
+            best = _best_host(state, shards, state.const)
             if best < 0:
                 raise NoFit(name)
             for r, (v, m) in zip(range(best * h, best * h + h), shards, strict=True):
@@ -227,10 +221,13 @@ class Builder:
                 local_search(state, pieces, self.iters)
         for p in pieces:
             layout[p.table][1].append(p.rank)
-        tables = {}
+        tables, made = {}, self.res.table_plans  # a table's plan recurs across packings (RW, DP, many TW)
         for t in self.cost.workload.tables:
             st, ranks = layout[t.name]
-            tables[t.name] = table_plan(t, st, ranks, *self.tiers[t.name])
+            key = (t.name, st, tuple(ranks), *self.tiers[t.name])
+            if key not in made:
+                made[key] = table_plan(t, st, ranks, *self.tiers[t.name])
+            tables[t.name] = made[key]
         return ShardingPlan(self.topo.world_size, tables, optimizer="ours")
 
 
@@ -327,16 +324,26 @@ def _try_split(state: Loads, shard: Shard, t: TableSpec, j0: float = np.inf,
         _restore(state, snap)
     if h > 1 and topo.num_hosts > 1 and not hopeless(TWRW):
         shards = [shard(t, TWRW, b - a, t.dim) for a, b in row_ranges(t.rows, h)]
-        for host in range(topo.num_hosts):
-            ranks = list(range(host * h, host * h + h))
-            if not all(state.fits_rank(r, mm) for r, (_, mm) in zip(ranks, shards, strict=True)):
-                continue
-            snap = _snapshot(state)
-            for r, (v, mm) in zip(ranks, shards, strict=True):
-                state.put(r, TWRW, v, mm)
-            keep(TWRW, ranks, [])
-            _restore(state, snap)
+        ok, j, s = state.host_scores(STYPES.index(TWRW), shards, state.res.const(present | {TWRW}))
+        host = _lexmin(ok, j, s)
+        if host >= 0 and (best is None or (float(j[host]), float(s[host])) < best[0]):
+            best = ((float(j[host]), float(s[host])), TWRW, list(range(host * h, host * h + h)), [])
     return best
+
+
+def _lexmin(ok: np.ndarray, j: np.ndarray, s: np.ndarray) -> int:
+    """The first index with the least (J, secondary) among `ok` ones; −1 if none."""
+    if not ok.any():
+        return -1
+    j = np.where(ok, j, np.inf)
+    first = j == j.min()
+    return int(np.argmin(np.where(first, s, np.inf)))
+
+
+def _best_host(state: Loads, shards: list[tuple[np.ndarray, dict[str, float]]], const: float) -> int:
+    """The host whose ranks take a table-row-wise group (shards[i] on its i-th rank) with the least (J,
+    secondary), the first on ties; −1 if it fits on no host."""
+    return _lexmin(*state.host_scores(STYPES.index(TWRW), shards, const))
 
 
 def _apply(state: Loads, shard: Shard, t: TableSpec, st: ShardingType, ranks: list[int]) -> None:

@@ -187,7 +187,7 @@ def _kernel(A, tr, V, vt, R, M, used, cap, tab, has, n, t0, t1, seed, tcap, pen)
 _F2, _F1, _I1, _I2 = numba.float64[:, ::1], numba.float64[::1], numba.int64[::1], numba.int64[:, ::1]
 _kernel.compile((_F2, _F1, _F2, _F1, _I1, _F2, _F2, _F1, _I1, _I2, numba.int64, numba.float64, numba.float64,
                  numba.int64, numba.float64, numba.float64))  # at import: from numba's disk cache, ≈ 0.15 s (compiled
-# once per checkout, ≈ 4 s), so the optimizer's short anneal (step 7) starts at once
+# once per checkout, ≈ 4 s), so the optimizer's short anneal (step 6) starts at once
 
 
 def anneal_plan(res: Resources, plan: ShardingPlan, proposals: int, t_cap: float | None = None, seed: int = 0,

@@ -1,5 +1,6 @@
-"""Our sharding optimizer: tiering, splitting rules, packing and local search on two cost models, an exact MILP
-refinement for small instances, and a final choice that never loses to a baseline on either model.
+"""Our sharding optimizer: tiering, splitting rules, packing and local search on two cost models, and a final
+choice that never loses to a baseline on either model nor to a plan built TorchRec's way (opt-in: an exact MILP
+refinement for small instances and a long anneal).
 
 1. Tiers (`sharding.tiers`): tables stay in the fastest tier unless it is short; then the coldest bytes (least
    added time per byte, from measured miss-ratio curves where given) are demoted to UVM with a cache fraction.
@@ -11,29 +12,35 @@ refinement for small instances, and a final choice that never loses to a baselin
    more); a table hotter than θ × (average rank load) is cut table-row-wise over a host (or column-wise first,
    in other attempts: a column block still receives all of a table's ids); one too big for μ of a rank's memory
    likewise, else row-wise over all ranks. Attempts (θ, μ, ...) in a fixed order, μ = 1 first (a piece may fill
-   a rank; packing checks what fits), plus, over the budget, one packing on TorchRec's model alone and one per
-   model with each table's least-work option by that model (TorchRec's greedy proposer starts there).
+   a rank; packing checks what fits), plus, over the budget: the reference packings (TorchRec's own first
+   proposals, on its model: every table table-row-wise, and every table row-wise, as its UniformProposer; each
+   table's option with the smallest piece, as its GreedyProposer starts), one packing on TorchRec's model alone,
+   and one with each table's least-work option by TorchRec's model.
 4. Packing: fixed shards (RW, DP) first, TWRW groups onto the host with the least J, then pieces by descending
    dominant share onto the rank with the least (J, …); then moves and swaps off the ranks holding a row's maximum,
    priced exactly in O(K) per target from each row's top 3; then sharding-type moves (`sharding.pack.retype`):
-   a hot rank's largest table-wise pieces re-cut CW(k)/TWRW/DP (or CW merged back to TW) when that improves J,
-   and the moves and swaps again. Iteration budgets (not the clock) end every step.
-5. Small instances (≤ `MILP_MAX_VARS` binaries): a MILP with the same objective (HiGHS, node-limited).
-6. Where no packing beats every baseline on both models, the greedy baselines' plans polished by the same search
-   are candidates too. Among candidates no worse than every baseline on both models, the pick (`pick`) is the
-   least cost by our model among those TorchRec rates within `TREC_TIE` of the best rating found: TorchRec's
-   planner optimises its own estimator, so only its best candidates can stay at or below TorchRec's plan there,
-   while on our model TorchRec's plans leave room. If nothing packs, every table goes row-wise over all ranks,
-   which spreads memory evenly: when even that does not fit, no plan does.
-7. The picked plan then gets p-norm moves and swaps (`sharding.lns.flatten`, on instances of at most
+   a hot rank's largest table-wise pieces re-cut CW(k)/TWRW/DP (or CW merged back to TW), and data-parallel
+   tables sharded again (TW or TWRW: replicas load the hottest rank too), when that improves J; then the moves
+   and swaps again. Iteration budgets (not the clock) end every step.
+5. Where no packing beats every baseline on both models, the greedy baselines' plans polished by the same search
+   are candidates too. The pick: among candidates no worse than every baseline on both models and no worse on
+   both than the best (by TorchRec's rating) of the reference packings, the least cost by our model among
+   those TorchRec rates within `TREC_TIE` of the best rating (`pick`). TorchRec's planner returns the best plan
+   by its estimator among its proposals, so only our best-rated candidates can stay at or below it there; the
+   reference keeps our model's cost at or below that of a plan built TorchRec's way (A/B over
+   `benchmarks.plan_family`, issue 16). If nothing packs, every table goes row-wise over all ranks, which
+   spreads memory evenly: when even that does not fit, no plan does.
+6. The picked plan then gets p-norm moves and swaps (`sharding.lns.flatten`, on instances of at most
    `ATTEMPT_TABLES` tables) and exact two-rank re-splits of its movable shards (`sharding.lns`, on instances of
    at most `PAIR_TABLES` tables), TorchRec's per-rank perf capped at the pick's rating; the result replaces it
    only if it costs less by our model and rates no worse by TorchRec's, so the pick's guarantees hold. On
    instances above `ATTEMPT_TABLES` tables, `FAST_ANNEAL` proposals of simulated annealing of its placement
    (`sharding.anneal`, ≈ 0.2 s; t856/128 1.127 → 1.108 of the bound) under the same rule.
-8. Opt-in (`anneal` million proposals, `dlrmbench plan --anneal N`): simulated annealing of the pick's placement
-   and of a packing whose types are the lower bound's MILP's (`sharding.anneal`), under the same acceptance rule
-   (less cost by ours, TorchRec's rating no higher than the pick's). Seconds to minutes instead of < 1 s.
+7. Opt-in (`anneal` million proposals, `dlrmbench plan --anneal N`): on small instances (≤ `MILP_MAX_VARS`
+   binaries) a MILP with the same objective (HiGHS, node-limited; its root node alone costs 0.3–1.4 s on ≤ 14
+   tables, so it is not in the default search), then simulated annealing of the pick's placement and of a
+   packing whose types are the lower bound's MILP's (`sharding.anneal`), under the same acceptance rule (less
+   cost by ours, TorchRec's rating no higher than the pick's). Seconds to minutes instead of < 1 s.
 """
 from __future__ import annotations
 
@@ -51,7 +58,7 @@ from sharding.lns import FLAT_ITERS, PAIR_EVALS, refine_plan
 from sharding.milp import MilpStats, milp_refine
 from sharding.pack import Builder, NoFit, repolish
 from sharding.packing import Bins, no_room
-from sharding.plan import ShardingPlan
+from sharding.plan import ShardingPlan, ShardingType
 from sharding.search import Resources
 from sharding.tiers import assign_tiers
 from sharding.topology import Topology
@@ -60,7 +67,9 @@ from sharding.workload import PlanError, PlanWorkload
 
 __all__ = ["optimize", "OptimizeStats", "MILP_MAX_VARS"]
 
-MILP_MAX_VARS = 600  # binaries above which the MILP step is skipped (its root node alone takes seconds beyond)
+TWRW = ShardingType.TABLE_ROW_WISE
+
+MILP_MAX_VARS = 600  # step 7 (opt-in): binaries above which the MILP step is skipped (its root node alone takes seconds beyond)
 SEARCH_ITERS = 100  # local-search iterations per packing (each accepted move or swap is one)
 ATTEMPT_TABLES = 150  # distinct packing attempts ≈ this / tables (at least 1); 1000 gave the same plans, 5-10× slower; 2 fewer greedy
 # plans repolished (≤ 3)
@@ -68,11 +77,12 @@ MILP_NODES = 500  # branch-and-bound nodes of the MILP step (counted work: no cl
 PAIR_TABLES = 600  # exact two-rank re-splits of the picked plan on instances up to this many tables: on 856
 # tables / 128 ranks, 116 evaluations gained nothing and 1000 gained 0.1% for 0.35 s (the 1 s target has no room)
 PAIR_WORK = 100_000  # their budget: min(PAIR_EVALS, this / tables) pair evaluations
-ANNEAL_MILP_NODES = 2000  # step 8: node limit of the bound MILP that picks the second start's types
-SEEDED_ITERS = 1000  # step 8: local-search budget of that start's packing
-FAST_ANNEAL = 1_000_000  # step 7's proposals on instances above ATTEMPT_TABLES tables (≈ 0.2 s on t856/128)
-TREC_ONLY_THETAS = (0.5, 0.1)  # extra packings on TorchRec's model alone, at these θ
-LEAST_WORK_BY = (2, 3)  # extra packings: each table's least-work option by ours (2), by TorchRec's model (3)
+ANNEAL_MILP_NODES = 2000  # step 7: node limit of the bound MILP that picks the second start's types
+SEEDED_ITERS = 1000  # step 7: local-search budget of that start's packing
+FAST_ANNEAL = 1_000_000  # step 6's proposals on instances above ATTEMPT_TABLES tables (≈ 0.2 s on t856/128)
+TREC_ONLY_THETAS = (0.5,)  # extra packings on TorchRec's model alone, at these θ
+LEAST_WORK_BY = (3,)  # extra packings: each table's least-work option by ours (2), by TorchRec's model (3)
+REF_TAGS = (" TorchRec-only uniform-TWRW", " TorchRec-only smallest-piece", " uniform-RW")  # the reference packings
 TREC_TIE = 1e-3  # the pick: TorchRec ratings within 0.1% of the best count as equal (ties go to our model)
 
 
@@ -93,7 +103,7 @@ def optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[st
     `miss_curves` (table -> miss-ratio curve) prices cached tables. Counted work alone ends every step
     (`search_iters` per local search, default `SEARCH_ITERS`; the MILP's node limit; pair evaluations;
     annealing proposals): no clock is read to decide anything, so a plan is the same on any machine under any
-    load. `anneal` > 0: that many million proposals of the opt-in long search (`sharding.anneal`, step 8)."""
+    load. `anneal` > 0: that many million proposals of the opt-in long search (`sharding.anneal`, step 7)."""
     enabled = gc.isenabled()
     gc.disable()  # ~10^6 short-lived objects, few cycles: the cyclic collector took 0.15 of 0.78 s on t856/128
     try:
@@ -130,21 +140,34 @@ def _optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[s
                  for lw in (False, True) for dp in (True, False) for tf in (True, False) if not (lw and tf)]
     budget = max(1, ATTEMPT_TABLES // len(workload.tables))  # fewer attempts on larger instances
     tried: set[tuple] = set()
-    for b, tag, theta, mu, dp, lw, tf in attempts:
+    reference: set[int] = set()  # ids of the reference packings' plans
+    # the reference packings, TorchRec's own first proposals (every table table-row-wise, as its
+    # UniformProposer; each table's option with the smallest piece, as its GreedyProposer starts) packed on its
+    # model: the pick returns a plan no worse than the better of them on both models
+    quick = Builder(trec_only.res, tiers, 0)  # sharding-type moves only: its many small pieces need no moves
+    lead = [(quick, REF_TAGS[1], 0.0, 1.0, True, True, False, None),
+            (quick, REF_TAGS[2], 1.0, 1.0, True, False, False, ShardingType.ROW_WISE)]
+    if topology.num_hosts > 1:
+        lead.insert(0, (trec_only, REF_TAGS[0], 1.0, 1.0, True, False, True, TWRW))
+    extra += len(lead)
+    attempts = lead + [(*a, None) for a in attempts]
+    for b, tag, theta, mu, dp, lw, tf, un in attempts:
         if len(found) >= budget + extra:
             break
-        choice = {t.name: b.choose(t, theta, mu, dp, lw, tf) for t in workload.tables}
+        choice = {t.name: b.choose(t, theta, mu, dp, lw, tf, un) for t in workload.tables}
         key = (id(b), *choice.values())
         if key in tried:  # the same sharding types pack to the same plan
             continue
         tried.add(key)
         try:
-            plan = b.pack(theta, mu, dp, lw, tf, choice)
+            plan = b.pack(theta, mu, dp, lw, tf, choice, un)
         except NoFit:
             continue
         lw_tag = {True: " least-work", 2: " least-work(ours)", 3: " least-work(TorchRec)"}.get(lw, "")
         found.append((f"pack{tag} θ={theta} μ={mu}{lw_tag}{'' if dp else ' no-DP'}"
                       f"{' TWRW-first' if tf else ''}", plan))
+        if tag in REF_TAGS:
+            reference.add(id(plan))
     baselines: dict[str, ShardingPlan] = {}
     for name, fn in BASELINES.items():
         try:
@@ -179,6 +202,10 @@ def _optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[s
     if not good:  # never worse than a greedy baseline by our model (a greedy baseline itself qualifies)
         greedy = [a for (name, _), (a, _) in zip(baselines.items(), refs, strict=True) if name.startswith("greedy")]
         good = [s for s in scored if not greedy or s[1] <= min(greedy) * tol]
+    ref = [x for x in good if id(x[3]) in reference]
+    if ref:  # no worse than the reference on both models
+        r = min(ref, key=lambda x: (x[2], x[1]))
+        good = [x for x in good if x[1] <= r[1] * tol and x[2] <= r[2] * tol]
     label, ours, rating, plan = good[pick([(a, b) for _, a, b, _ in good])]
     stats.candidates = [(lab, a, b) for lab, a, b, _ in scored]
     n = len(workload.tables)

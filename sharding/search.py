@@ -134,6 +134,15 @@ class Loads(Bins):
         for t, b in mem.items():
             self.used[t][ranks] += b
 
+    def take_ranks(self, ranks: slice, st: ShardingType, vec: np.ndarray, mem: dict[str, float]) -> None:
+        """`take` of one shard of this size from each of `ranks`, vectorised."""
+        g = STYPES.index(st)
+        self.count[g, ranks] -= 1
+        self.L[:, ranks] -= self.res.hold[g][:, None] * (self.count[g, ranks] == 0)[None, :]
+        self.L[:, ranks] -= vec[:, None]
+        for t, b in mem.items():
+            self.used[t][ranks] -= b
+
     def take(self, rank: int, st: ShardingType, vec: np.ndarray, mem: dict[str, float]) -> None:
         g = STYPES.index(st)
         self.count[g, rank] -= 1

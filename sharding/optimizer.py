@@ -144,15 +144,15 @@ def _optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[s
     # the reference packings, TorchRec's own first proposals (every table table-row-wise, as its
     # UniformProposer; each table's option with the smallest piece, as its GreedyProposer starts) packed on its
     # model: the pick returns a plan no worse than the better of them on both models
-    quick = Builder(trec_only.res, tiers, 0)  # sharding-type moves only: its many small pieces need no moves
+    quick = Builder(trec_only.res, tiers, 0)  # placed as TorchRec places, then sharding-type moves only
+    quick.least_loaded = True
     lead = [(quick, REF_TAGS[1], 0.0, 1.0, True, True, False, None),
             (quick, REF_TAGS[2], 1.0, 1.0, True, False, False, ShardingType.ROW_WISE)]
     if topology.num_hosts > 1:
         lead.insert(0, (trec_only, REF_TAGS[0], 1.0, 1.0, True, False, True, TWRW))
-    extra += len(lead)
     attempts = lead + [(*a, None) for a in attempts]
     for b, tag, theta, mu, dp, lw, tf, un in attempts:
-        if len(found) >= budget + extra:
+        if len(found) - len(reference) >= budget + extra:  # the reference packings are tried in any case
             break
         choice = {t.name: b.choose(t, theta, mu, dp, lw, tf, un) for t in workload.tables}
         key = (id(b), *choice.values())

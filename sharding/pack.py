@@ -50,6 +50,7 @@ class Builder:
     def __init__(self, res: Resources, tiers: dict[str, tuple[str, float]], iters: int = 2000) -> None:
         self.res, self.tiers, self.iters = res, tiers, iters
         self.retype_rounds = RETYPE_ROUNDS  # sharding-type moves after the first local search (0: none)
+        self.least_loaded = False  # place pieces as TorchRec's greedy partitioner does (`place`)
         self.cost = res.cost
         self._options: dict[tuple[str, float, bool], list[Option]] = {}
         self._prices: dict[str, list] = {}
@@ -209,8 +210,22 @@ class Builder:
 
     def place(self, state: Loads, pieces: list[Piece]) -> None:
         """Greedy: pieces by descending dominant share (largest v_k / row total of L) onto the rank minimising
-        (J, secondary, ΔΣL²) after adding them."""
+        (J, secondary, ΔΣL²) after adding them (`least_loaded`: by descending TorchRec perf onto the rank with the
+        least TorchRec perf, as TorchRec's greedy partitioner places them)."""
         if not pieces:
+            return
+        if self.least_loaded:
+            taken: dict[str, list[int]] = {}
+            for i in np.argsort(-np.array([p.vec[-1] for p in pieces]), kind="stable"):
+                p = pieces[i]
+                ok = state.fits(p.mem)
+                ok[taken.setdefault(p.table, [])] = False
+                if not ok.any():
+                    raise NoFit(p.table)
+                r = int(np.argmin(np.where(ok, state.L[-1], np.inf)))
+                state.put(r, p.st, p.vec, p.mem)
+                p.rank = r
+                taken[p.table].append(r)
             return
         vecs = np.array([p.vec for p in pieces])
         total = vecs.sum(axis=0) + state.L.sum(axis=1)

@@ -1,5 +1,5 @@
-"""Simulated annealing over the movable (table- and column-wise) pieces of a plan: a short run of the fast pick on
-large instances (`optimizer.FAST_ANNEAL`), and the opt-in long search (`optimize(..., anneal=N)`, `dlrmbench plan
+"""Simulated annealing over the movable (table- and column-wise) pieces of a plan: a short run of the fast pick
+(`optimizer.ANNEAL_WORK` proposals per table), and the opt-in long search (`optimize(..., anneal=N)`, `dlrmbench plan
 --anneal N`) with a second start whose sharding types come from the lower bound's own MILP. The kernel is compiled
 (numba, cached on disk) when this module is imported, so planning does not wait for it.
 

@@ -30,12 +30,13 @@ refinement for small instances and a long anneal).
    reference keeps our model's cost at or below that of a plan built TorchRec's way (A/B over
    `benchmarks.plan_family`, issue 16). If nothing packs, every table goes row-wise over all ranks, which
    spreads memory evenly: when even that does not fit, no plan does.
-6. The picked plan then gets p-norm moves and swaps (`sharding.lns.flatten`, on instances of at most
-   `ATTEMPT_TABLES` tables) and exact two-rank re-splits of its movable shards (`sharding.lns`, on instances of
-   at most `PAIR_TABLES` tables), TorchRec's per-rank perf capped at the pick's rating; the result replaces it
-   only if it costs less by our model and rates no worse by TorchRec's, so the pick's guarantees hold. On
-   instances above `ATTEMPT_TABLES` tables, `FAST_ANNEAL` proposals of simulated annealing of its placement
-   (`sharding.anneal`, ≈ 0.2 s; t856/128 1.127 → 1.108 of the bound) under the same rule.
+6. The picked plan then gets exact two-rank re-splits of its movable shards (`sharding.lns`) and simulated
+   annealing of its placement (`sharding.anneal`), each with a budget of work per table (`PAIR_WORK`,
+   `ANNEAL_WORK`) so that its cost stays about the same at any size (these replaced windows on the table count;
+   the p-norm moves `sharding.lns.flatten`, which cost 13 s on 856 tables, left the default search: family A/B
+   without them 7 better, 5 worse by ≤ 0.6%), TorchRec's per-rank perf capped at the pick's rating; a result
+   replaces the pick only if it costs less by our model and rates no worse by TorchRec's, so the pick's
+   guarantees hold.
 7. Opt-in (`anneal` million proposals, `dlrmbench plan --anneal N`): on small instances (≤ `MILP_MAX_VARS`
    binaries) a MILP with the same objective (HiGHS, node-limited; its root node alone costs 0.3–1.4 s on ≤ 14
    tables, so it is not in the default search), then simulated annealing of the pick's placement and of a
@@ -54,7 +55,7 @@ from sharding.baselines import BASELINES
 from sharding.bounds import lower_bound
 from sharding.cost import CostModel, MissCurve
 from sharding.layouts import row_ranges
-from sharding.lns import FLAT_ITERS, PAIR_EVALS, refine_plan
+from sharding.lns import PAIR_EVALS, refine_plan
 from sharding.milp import MilpStats, milp_refine
 from sharding.pack import Builder, NoFit, repolish
 from sharding.packing import Bins, no_room
@@ -71,15 +72,13 @@ TWRW = ShardingType.TABLE_ROW_WISE
 
 MILP_MAX_VARS = 600  # step 7 (opt-in): binaries above which the MILP step is skipped (its root node alone takes seconds beyond)
 SEARCH_ITERS = 100  # local-search iterations per packing (each accepted move or swap is one)
-ATTEMPT_TABLES = 150  # distinct packing attempts ≈ this / tables (at least 1); 1000 gave the same plans, 5-10× slower; 2 fewer greedy
-# plans repolished (≤ 3)
-MILP_NODES = 500  # branch-and-bound nodes of the MILP step (counted work: no clock decides a plan)
-PAIR_TABLES = 600  # exact two-rank re-splits of the picked plan on instances up to this many tables: on 856
-# tables / 128 ranks, 116 evaluations gained nothing and 1000 gained 0.1% for 0.35 s (the 1 s target has no room)
-PAIR_WORK = 100_000  # their budget: min(PAIR_EVALS, this / tables) pair evaluations
+ATTEMPT_WORK = 150  # table-packings: distinct packing attempts = this / tables (at least 1) besides the extras;
+# 1000 gave the same plans, 5-10× slower; 2 fewer greedy plans repolished (≤ 3)
+MILP_NODES = 500  # step 7: branch-and-bound nodes of the MILP step (counted work: no clock decides a plan)
+PAIR_WORK = 100_000  # step 6: exact two-rank re-splits = min(PAIR_EVALS, this / tables)
+ANNEAL_WORK = 1_200  # step 6: annealing proposals per table (≈ 1 M, 0.15 s, on t856/128)
 ANNEAL_MILP_NODES = 2000  # step 7: node limit of the bound MILP that picks the second start's types
 SEEDED_ITERS = 1000  # step 7: local-search budget of that start's packing
-FAST_ANNEAL = 1_000_000  # step 6's proposals on instances above ATTEMPT_TABLES tables (≈ 0.2 s on t856/128)
 TREC_ONLY_THETAS = (0.5,)  # extra packings on TorchRec's model alone, at these θ
 LEAST_WORK_BY = (3,)  # extra packings: each table's least-work option by ours (2), by TorchRec's model (3)
 REF_TAGS = (" TorchRec-only uniform-TWRW", " TorchRec-only smallest-piece", " uniform-RW")  # the reference packings
@@ -138,7 +137,7 @@ def _optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[s
     extra = len(LEAST_WORK_BY) + len(TREC_ONLY_THETAS)
     attempts += [(joint, "", theta, mu, dp, lw, tf) for mu in (0.5, 0.25, 0.1) for theta in (1.0, 0.5, 0.25)
                  for lw in (False, True) for dp in (True, False) for tf in (True, False) if not (lw and tf)]
-    budget = max(1, ATTEMPT_TABLES // len(workload.tables))  # fewer attempts on larger instances
+    budget = max(1, ATTEMPT_WORK // len(workload.tables))  # fewer attempts on larger instances
     tried: set[tuple] = set()
     reference: set[int] = set()  # ids of the reference packings' plans
     # the reference packings, TorchRec's own first proposals (every table table-row-wise, as its
@@ -209,7 +208,6 @@ def _optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[s
     label, ours, rating, plan = good[pick([(a, b) for _, a, b, _ in good])]
     stats.candidates = [(lab, a, b) for lab, a, b, _ in scored]
     n = len(workload.tables)
-    flat = FLAT_ITERS if n <= ATTEMPT_TABLES else 0  # p-norm moves and swaps first, on small instances only
 
     def take(tag: str, got: ShardingPlan | None) -> None:  # after the pick, so it cannot change which plan wins:
         nonlocal label, plan, ours  # a step replaces it only if it costs less by ours and TorchRec rates it no worse
@@ -220,10 +218,9 @@ def _optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[s
             stats.candidates.append((f"{label} + {tag}", a, b))
             label, plan, ours = f"{label} + {tag}", got, a
 
-    if n <= PAIR_TABLES:
-        take("pairs", refine_plan(builder.res, plan, min(PAIR_EVALS, PAIR_WORK // n), flat))
-    if n > ATTEMPT_TABLES:  # a short anneal of the pick's placement (≈ 0.2 s on 856 tables)
-        take(f"anneal {FAST_ANNEAL / 1e6:g}M", anneal_plan(builder.res, plan, FAST_ANNEAL, t_cap=rating))
+    # work per table shrinks as tables grow, so each step's cost stays about the same at any size
+    take("pairs", refine_plan(builder.res, plan, min(PAIR_EVALS, PAIR_WORK // n)))
+    take(f"anneal {ANNEAL_WORK * n / 1e6:.3g}M", anneal_plan(builder.res, plan, ANNEAL_WORK * n, t_cap=rating))
     if anneal > 0:  # the opt-in long search: the exact MILP on small instances first, then annealing
         refined, stats.milp = milp_refine(builder, plan, MILP_MAX_VARS, MILP_NODES)
         take("milp", refined)

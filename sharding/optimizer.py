@@ -143,7 +143,7 @@ def _optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[s
     # the reference packings, TorchRec's own first proposals (every table table-row-wise, as its
     # UniformProposer; each table's option with the smallest piece, as its GreedyProposer starts) packed on its
     # model: the pick returns a plan no worse than the better of them on both models
-    quick = Builder(trec_only.res, tiers, 0)  # placed as TorchRec places, then sharding-type moves only
+    quick = Builder(trec_only.res, tiers, 0, share=trec_only)  # placed as TorchRec places, then sharding-type moves only
     quick.least_loaded = True
     lead = [(quick, REF_TAGS[1], 0.0, 1.0, True, True, False, None),
             (quick, REF_TAGS[2], 1.0, 1.0, True, False, False, ShardingType.ROW_WISE)]

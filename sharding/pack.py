@@ -47,16 +47,21 @@ class Builder:
 
     rw = RW
 
-    def __init__(self, res: Resources, tiers: dict[str, tuple[str, float]], iters: int = 2000) -> None:
+    def __init__(self, res: Resources, tiers: dict[str, tuple[str, float]], iters: int = 2000,
+                 share: Builder | None = None) -> None:
+        """`share`: a builder on the same `res` and tiers whose priced options this one reuses."""
         self.res, self.tiers, self.iters = res, tiers, iters
         self.retype_rounds = RETYPE_ROUNDS  # sharding-type moves after the first local search (0: none)
         self.least_loaded = False  # place pieces as TorchRec's greedy partitioner does (`place`)
         self.cost = res.cost
+        self.topo = res.cost.topology
+        if share is not None and share.res is res and share.tiers is tiers:
+            self._options, self._prices, self.avg = share._options, share._prices, share.avg
+            return
         self._options: dict[tuple[str, float, bool], list[Option]] = {}
         self._prices: dict[str, list] = {}
-        self.topo = res.cost.topology
         vecs = np.array([self.shard(t, TW, t.rows, t.dim)[0] for t in self.cost.workload.tables])
-        tw = np.array([res.summary(v) for v in vecs])
+        tw = np.stack([res.s0 * vecs[:, :-1].sum(axis=1), res.s1 * vecs[:, -1]], axis=1)  # `summary` of each
         self.avg = float((tw.sum(axis=0) / self.topo.world_size).max())  # average rank load, larger component
 
     def shard(self, t: TableSpec, st: ShardingType, rows: int, cols: int) -> tuple[np.ndarray, dict[str, float]]:

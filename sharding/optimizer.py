@@ -119,17 +119,59 @@ def _optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[s
     topology = topology.reserve_inputs(workload.ids_per_batch)
     cost = CostModel(workload, topology, miss_curves)
     trec = TorchRecCostModel(workload, topology)
-    tiers = assign_tiers(cost)
+    tiers = assign_tiers(cost)  # step 1
     lb = (lower_bound(cost, relax=False).value, lower_bound(trec).value)  # scales only: the cheap bound
     stats.lower_bounds = lb
-    iters = SEARCH_ITERS if search_iters is None else search_iters
-    joint = Builder(Resources(cost, trec, lb), tiers, iters)
-    ours_only = Builder(Resources(cost, trec, (lb[0], lb[1] * 1e6), joint.res), tiers, iters)  # TorchRec's row ≈ 0
-    trec_only = Builder(Resources(cost, trec, (lb[0] * 1e6, lb[1]), joint.res), tiers, iters)  # ours ≈ 0
-    builder = joint
-    found: list[tuple[str, ShardingPlan]] = []
-    # packings, in order: (builder, tag, θ, μ, data-parallel allowed, least-work, TWRW first); the first
-    # few over the budget: those on TorchRec's model alone and each model's least-work types
+    builder = Builder(Resources(cost, trec, lb), tiers, SEARCH_ITERS if search_iters is None else search_iters)
+    found, reference = _packings(builder, topology, lb)  # steps 2-4
+    scored, baselines = _candidates(builder, found)
+    good = _qualifying(scored, baselines, reference, stats)  # step 5
+    label, ours, rating, plan = good[pick([(a, b) for _, a, b, _ in good])]
+    stats.candidates = [(lab, a, b) for lab, a, b, _ in scored]
+    n = len(workload.tables)
+
+    def take(tag: str, got: ShardingPlan | None) -> None:  # after the pick, so it cannot change which plan wins:
+        nonlocal label, plan, ours  # a step replaces it only if it costs less by ours and TorchRec rates it no worse
+        if got is None:
+            return
+        a, b = cost.plan_cost(got), trec.plan_cost(got)
+        if a < ours * (1 - 1e-12) and b <= rating * (1 + 1e-12):
+            stats.candidates.append((f"{label} + {tag}", a, b))
+            label, plan, ours = f"{label} + {tag}", got, a
+
+    # step 6: work per table shrinks as tables grow, so each step's cost stays about the same at any size
+    take("pairs", refine_plan(builder.res, plan, min(PAIR_EVALS, PAIR_WORK // n)))
+    take(f"anneal {ANNEAL_WORK * n / 1e6:.3g}M", anneal_plan(builder.res, plan, ANNEAL_WORK * n, t_cap=rating))
+    if anneal > 0:  # step 7, the opt-in long search: the exact MILP on small instances first, then annealing
+        refined, stats.milp = milp_refine(builder, plan, MILP_MAX_VARS, MILP_NODES)
+        take("milp", refined)
+        label, plan = _anneal(builder, cost, trec, label, plan, rating, anneal * 1_000_000, stats)
+    stats.chosen = label
+    stats.wall_s = time.perf_counter() - start
+    stats.cpu_s = time.process_time() - cpu
+    plan.optimizer = "ours"
+    return plan
+
+
+def _packings(joint: Builder, topology: Topology, lb: tuple[float, float],
+              ) -> tuple[list[tuple[str, ShardingPlan]], set[int]]:
+    """Steps 2-4: the packing attempts (`joint`: on both models over their bounds `lb`), as (label, plan), and
+    the ids of the reference packings' plans."""
+    res, tiers, iters = joint.res, joint.tiers, joint.iters
+    workload = res.cost.workload
+    ours_only = Builder(Resources(res.cost, res.trec, (lb[0], lb[1] * 1e6), res), tiers, iters)  # TorchRec's ≈ 0
+    trec_only = Builder(Resources(res.cost, res.trec, (lb[0] * 1e6, lb[1]), res), tiers, iters)  # ours ≈ 0
+    # the reference packings, TorchRec's own first proposals (every table table-row-wise or row-wise, as its
+    # UniformProposer; each table's option with the smallest piece, as its GreedyProposer starts) on its model:
+    # the pick returns a plan no worse than the best of them on both models
+    quick = Builder(trec_only.res, tiers, 0, share=trec_only)  # placed as TorchRec places, then type moves only
+    quick.least_loaded = True
+    lead = [(quick, REF_TAGS[1], 0.0, 1.0, True, True, False, None),
+            (quick, REF_TAGS[2], 1.0, 1.0, True, False, False, ShardingType.ROW_WISE)]
+    if topology.num_hosts > 1:
+        lead.insert(0, (trec_only, REF_TAGS[0], 1.0, 1.0, True, False, True, TWRW))
+    # then, in order: (builder, tag, θ, μ, data-parallel allowed, least-work, TWRW first, uniform type); the
+    # first few over the budget: those on TorchRec's model alone and the least-work types
     attempts = [(joint, "", 0.5, 1.0, True, False, True),
                 *((trec_only, " TorchRec-only", theta, 1.0, True, False, True) for theta in TREC_ONLY_THETAS),
                 *((joint, "", 0.5, 1.0, True, by, False) for by in LEAST_WORK_BY),
@@ -138,19 +180,10 @@ def _optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[s
     attempts += [(joint, "", theta, mu, dp, lw, tf) for mu in (0.5, 0.25, 0.1) for theta in (1.0, 0.5, 0.25)
                  for lw in (False, True) for dp in (True, False) for tf in (True, False) if not (lw and tf)]
     budget = max(1, ATTEMPT_WORK // len(workload.tables))  # fewer attempts on larger instances
+    found: list[tuple[str, ShardingPlan]] = []
     tried: set[tuple] = set()
-    reference: set[int] = set()  # ids of the reference packings' plans
-    # the reference packings, TorchRec's own first proposals (every table table-row-wise, as its
-    # UniformProposer; each table's option with the smallest piece, as its GreedyProposer starts) packed on its
-    # model: the pick returns a plan no worse than the better of them on both models
-    quick = Builder(trec_only.res, tiers, 0, share=trec_only)  # placed as TorchRec places, then sharding-type moves only
-    quick.least_loaded = True
-    lead = [(quick, REF_TAGS[1], 0.0, 1.0, True, True, False, None),
-            (quick, REF_TAGS[2], 1.0, 1.0, True, False, False, ShardingType.ROW_WISE)]
-    if topology.num_hosts > 1:
-        lead.insert(0, (trec_only, REF_TAGS[0], 1.0, 1.0, True, False, True, TWRW))
-    attempts = lead + [(*a, None) for a in attempts]
-    for b, tag, theta, mu, dp, lw, tf, un in attempts:
+    reference: set[int] = set()
+    for b, tag, theta, mu, dp, lw, tf, un in lead + [(*a, None) for a in attempts]:
         if len(found) - len(reference) >= budget + extra:  # the reference packings are tried in any case
             break
         choice = {t.name: b.choose(t, theta, mu, dp, lw, tf, un) for t in workload.tables}
@@ -167,6 +200,17 @@ def _optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[s
                       f"{' TWRW-first' if tf else ''}", plan))
         if tag in REF_TAGS:
             reference.add(id(plan))
+    return found, reference
+
+
+def _candidates(builder: Builder, found: list[tuple[str, ShardingPlan]],
+                ) -> tuple[list[tuple[str, float, float, ShardingPlan]], list[tuple[str, float, float]]]:
+    """The packings, polished greedy plans where no packing beats every baseline on both models, and the
+    baselines, each as (label, ours s, TorchRec s, plan); and the baselines as (name, ours s, TorchRec s). If
+    nothing packs, every table goes row-wise over all ranks; raises `PlanError` when even that does not fit."""
+    cost, trec = builder.res.cost, builder.res.trec
+    workload, topology = cost.workload, cost.topology
+    found = list(found)
     baselines: dict[str, ShardingPlan] = {}
     for name, fn in BASELINES.items():
         try:
@@ -175,6 +219,7 @@ def _optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[s
             continue
     rate = {id(p): (cost.plan_cost(p), trec.plan_cost(p)) for p in [*baselines.values(), *(p for _, p in found)]}
     refs = [rate[id(p)] for p in baselines.values()]
+    budget = max(1, ATTEMPT_WORK // len(workload.tables))
     if not any(all(rate[id(p)][0] <= a and rate[id(p)][1] <= b for a, b in refs) for _, p in found):
         # no packing beats every baseline on both models: the best greedy plans, polished, are candidates too
         for name in ("greedy_size_lookups", "greedy_lookups", "greedy_size")[:max(0, budget - 2)]:
@@ -188,48 +233,30 @@ def _optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[s
             need = {k: 0.0 for k in (t.name for t in topology.tiers)}
             for t in workload.tables:
                 rows = row_ranges(t.rows, topology.world_size)[0][1]
-                for k, v in cost.shard_memory(t, builder.rw, rows, t.dim, *tiers[t.name]).items():
+                for k, v in cost.shard_memory(t, builder.rw, rows, t.dim, *builder.tiers[t.name]).items():
                     need[k] += v
             raise no_room(max(workload.tables, key=lambda t: t.bytes).name, Bins(topology), need) from None
     scored = [(label, *(rate[id(p)] if id(p) in rate else (cost.plan_cost(p), trec.plan_cost(p))), p)
               for label, p in found]
-    rated = {id(p): (a, b) for _, a, b, p in scored}
-    refs = [rated[id(p)] for p in baselines.values()]
+    return scored, [(name, *rate[id(p)]) for name, p in baselines.items()]
+
+
+def _qualifying(scored: list[tuple[str, float, float, ShardingPlan]], baselines: list[tuple[str, float, float]],
+                reference: set[int], stats: OptimizeStats) -> list[tuple[str, float, float, ShardingPlan]]:
+    """Step 5's candidates: those no worse than every baseline on both models (else no worse than the best
+    greedy baseline by ours), then, where a reference packing qualifies, those no worse on both models than the
+    best reference by TorchRec's rating."""
     tol = 1 + 1e-9
-    good = [s for s in scored if all(s[1] <= a * tol and s[2] <= b * tol for a, b in refs)]
+    good = [s for s in scored if all(s[1] <= a * tol and s[2] <= b * tol for _, a, b in baselines)]
     stats.dominates_baselines = bool(good)
     if not good:  # never worse than a greedy baseline by our model (a greedy baseline itself qualifies)
-        greedy = [a for (name, _), (a, _) in zip(baselines.items(), refs, strict=True) if name.startswith("greedy")]
+        greedy = [a for name, a, _ in baselines if name.startswith("greedy")]
         good = [s for s in scored if not greedy or s[1] <= min(greedy) * tol]
     ref = [x for x in good if id(x[3]) in reference]
-    if ref:  # no worse than the reference on both models
+    if ref:
         r = min(ref, key=lambda x: (x[2], x[1]))
         good = [x for x in good if x[1] <= r[1] * tol and x[2] <= r[2] * tol]
-    label, ours, rating, plan = good[pick([(a, b) for _, a, b, _ in good])]
-    stats.candidates = [(lab, a, b) for lab, a, b, _ in scored]
-    n = len(workload.tables)
-
-    def take(tag: str, got: ShardingPlan | None) -> None:  # after the pick, so it cannot change which plan wins:
-        nonlocal label, plan, ours  # a step replaces it only if it costs less by ours and TorchRec rates it no worse
-        if got is None:
-            return
-        a, b = cost.plan_cost(got), trec.plan_cost(got)
-        if a < ours * (1 - 1e-12) and b <= rating * (1 + 1e-12):
-            stats.candidates.append((f"{label} + {tag}", a, b))
-            label, plan, ours = f"{label} + {tag}", got, a
-
-    # work per table shrinks as tables grow, so each step's cost stays about the same at any size
-    take("pairs", refine_plan(builder.res, plan, min(PAIR_EVALS, PAIR_WORK // n)))
-    take(f"anneal {ANNEAL_WORK * n / 1e6:.3g}M", anneal_plan(builder.res, plan, ANNEAL_WORK * n, t_cap=rating))
-    if anneal > 0:  # the opt-in long search: the exact MILP on small instances first, then annealing
-        refined, stats.milp = milp_refine(builder, plan, MILP_MAX_VARS, MILP_NODES)
-        take("milp", refined)
-        label, plan = _anneal(builder, cost, trec, label, plan, rating, anneal * 1_000_000, stats)
-    stats.chosen = label
-    stats.wall_s = time.perf_counter() - start
-    stats.cpu_s = time.process_time() - cpu
-    plan.optimizer = "ours"
-    return plan
+    return good
 
 
 def pick(rated: list[tuple[float, float]]) -> int:

@@ -260,12 +260,12 @@ def _qualifying(scored: list[tuple[str, float, float, ShardingPlan]], baselines:
 
 
 def pick(rated: list[tuple[float, float]]) -> int:
-    """Index of the candidate to return among (ours, TorchRec's rating) pairs: the least cost by our model among
-    those TorchRec rates within `TREC_TIE` of the best rating found. TorchRec's own planner searches its
-    estimator's optimum, so only the best-rated candidate can stay at or below TorchRec's plan on it; on our
-    model TorchRec's plan has room (A/B over `benchmarks.plan_family`: the pick "least worse ratio to each
-    model's best" lost to TorchRec's plan by 1.92× on its estimator where this rule lost 1.77×, with the same
-    pieces otherwise)."""
+    """Index of the candidate to return among (ours, TorchRec's rating) pairs (those `_qualifying` left: no worse
+    than the baselines nor the best reference packing on either model): the least cost by our model among those
+    TorchRec rates within `TREC_TIE` of the best rating found. TorchRec's planner returns its estimator's best
+    among its proposals, so only our best-rated candidates stay at or below its plan there; the reference keeps
+    our model's cost at or below a plan built TorchRec's way (rules compared in
+    results/validation/plan_family_ab_20261201.md)."""
     best = min(b for _, b in rated)
     near = [i for i, (_, b) in enumerate(rated) if b <= best * (1 + TREC_TIE)]
     return min(near, key=lambda i: rated[i])
@@ -273,7 +273,7 @@ def pick(rated: list[tuple[float, float]]) -> int:
 
 def _anneal(builder: Builder, cost: CostModel, trec: TorchRecCostModel, label: str, plan: ShardingPlan,
             rating: float, proposals: int, stats: OptimizeStats) -> tuple[str, ShardingPlan]:
-    """Step 8 (opt-in): two starts, the pick and a packing with the bound MILP's types, each annealed with an eighth
+    """Step 7 (opt-in): two starts, the pick and a packing with the bound MILP's types, each annealed with an eighth
     of the proposals; the start whose probe is better (least cost by our model among those TorchRec rates no worse
     than the pick) is annealed again with the rest. The result replaces the pick under the same rule."""
     starts = [(label, plan)]

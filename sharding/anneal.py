@@ -1,5 +1,5 @@
-"""Simulated annealing over the movable (table- and column-wise) pieces of a plan: a short run of the fast pick on
-large instances (`optimizer.FAST_ANNEAL`), and the opt-in long search (`optimize(..., anneal=N)`, `dlrmbench plan
+"""Simulated annealing over the movable (table- and column-wise) pieces of a plan: a short run of the fast pick
+(`optimizer.ANNEAL_WORK` proposals per table), and the opt-in long search (`optimize(..., anneal=N)`, `dlrmbench plan
 --anneal N`) with a second start whose sharding types come from the lower bound's own MILP. The kernel is compiled
 (numba, cached on disk) when this module is imported, so planning does not wait for it.
 
@@ -187,7 +187,7 @@ def _kernel(A, tr, V, vt, R, M, used, cap, tab, has, n, t0, t1, seed, tcap, pen)
 _F2, _F1, _I1, _I2 = numba.float64[:, ::1], numba.float64[::1], numba.int64[::1], numba.int64[:, ::1]
 _kernel.compile((_F2, _F1, _F2, _F1, _I1, _F2, _F2, _F1, _I1, _I2, numba.int64, numba.float64, numba.float64,
                  numba.int64, numba.float64, numba.float64))  # at import: from numba's disk cache, ≈ 0.15 s (compiled
-# once per checkout, ≈ 4 s), so the optimizer's short anneal (step 7) starts at once
+# once per checkout, ≈ 4 s), so the optimizer's short anneal (step 6) starts at once
 
 
 def anneal_plan(res: Resources, plan: ShardingPlan, proposals: int, t_cap: float | None = None, seed: int = 0,

@@ -304,8 +304,15 @@ class CostModel:
 
     def plan_cost(self, plan: ShardingPlan) -> float:
         """Seconds per training (or inference) step of the plan: the same figure as every rank's
-        `breakdown(plan)[r].elapsed`."""
-        return self._assemble(plan, memory=False)[1]
+        `breakdown(plan)[r].elapsed` (the same sums as `_assemble`, without building each rank's record)."""
+        w = plan.world_size
+        parts, _, coll, held, _ = self._accumulate(plan, memory=False)
+        latency, work = self._fixed(held, w)
+        comms = {"fwd": 0.0, "bwd": 0.0}
+        for (_, p, _), secs in coll.items():
+            comms[p] += float(secs.max())
+        phases = parts + work
+        return float(comms["fwd"] + comms["bwd"] + latency + phases.max(axis=1).sum()) + self.topology.step_overhead
 
     def resource_loads(self, plan: ShardingPlan) -> tuple[dict[str, np.ndarray], float]:
         """Per resource whose maximum over ranks the step pays ("fwd compute", "bwd compute", "optimizer" with
@@ -316,10 +323,10 @@ class CostModel:
         step = self._assemble(plan, memory=False, loads=loads)[1]
         return loads, step - sum(float(v.max()) for v in loads.values())
 
-    def _assemble(self, plan: ShardingPlan, memory: bool, loads: dict[str, np.ndarray] | None = None,
-                  ) -> tuple[list[RankCost], float]:
+    def _accumulate(self, plan: ShardingPlan, memory: bool) -> tuple[np.ndarray, np.ndarray, dict, dict, dict]:
+        """Per rank, summed over its shards: (fwd, bwd, optimizer) work (3, W), shard counts, each collective's
+        seconds ((group, pass, op) -> (W,)), the ranks holding each group, and (with `memory`) bytes per tier."""
         w = plan.world_size
-        ranks = [RankCost(r, memory={t.name: 0.0 for t in self.topology.tiers}) for r in range(w)]
         coll: dict[tuple[ShardingType, str, str], np.ndarray] = {}  # (group, pass, op) -> seconds per rank
         held: dict[ShardingType, set[int]] = {}
         parts = np.zeros((3, w))  # fwd compute, bwd compute, optimizer
@@ -340,6 +347,13 @@ class CostModel:
                 if memory:
                     for k, v in self.shard_memory(t, st, rows, cols, tier, cf).items():
                         add(mem.setdefault(k, np.zeros(w)), v)
+        return parts, count, coll, held, mem
+
+    def _assemble(self, plan: ShardingPlan, memory: bool, loads: dict[str, np.ndarray] | None = None,
+                  ) -> tuple[list[RankCost], float]:
+        w = plan.world_size
+        ranks = [RankCost(r, memory={t.name: 0.0 for t in self.topology.tiers}) for r in range(w)]
+        parts, count, coll, held, mem = self._accumulate(plan, memory)
         for r, rc in enumerate(ranks):
             rc.fwd_compute, rc.bwd_compute, rc.optimizer = (float(x) for x in parts[:, r])
             rc.shards = int(count[r])

@@ -44,7 +44,7 @@ def table_plan(t: TableSpec, st: ShardingType, ranks: list[int], tier: str, cach
     cf = cache_fraction
 
     def mk(rank: int, r0: int, r1: int, c0: int, c1: int) -> Shard:
-        return Shard(rank, r0, r1, c0, c1, tier, cf)
+        return Shard.fast(rank, r0, r1, c0, c1, tier, cf)
 
     if st in (ShardingType.TABLE_WISE, ShardingType.DATA_PARALLEL):
         shards = tuple(mk(r, 0, t.rows, 0, t.dim) for r in ranks)

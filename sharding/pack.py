@@ -5,8 +5,11 @@ Sharding-type moves (`retype`): After the moves and swaps of `sharding.search` s
 table-wise pieces on the ranks holding some row's maximum are re-cut column-wise (k ≤ MAX_SPLIT blocks),
 table-row-wise (one host) or replicated data-parallel (small tables in the fast tier), the new shards placed
 greedily on the ranks with the least (J, secondary); a column-wise table there may be merged back into one
-table-wise shard. A change is kept only if it alone improves (J, secondary) (the state is restored otherwise);
-the caller then runs the local search again.
+table-wise shard. Then the data-parallel tables, largest replica first, are tried sharded again (one table-wise
+piece, or table-row-wise on one host): a replica loads the hottest rank too, while a shard can go where there is
+room (issue 16: on f14 and f34 of `sharding.family`, TorchRec's all-TWRW plans beat ours by 9-10% on its estimator
+because our packings replicated half the tables). A change is kept only if it alone improves (J, secondary) (the
+state is restored otherwise); the caller then runs the local search again.
 
 Re-cutting changes which sharding groups are present, so the step's fixed cost (`Loads.const`) is recomputed on
 every trial. At most RETYPE_ROUNDS changes, and a fixed set of trials per round (not the clock), end the phase,
@@ -44,14 +47,21 @@ class Builder:
 
     rw = RW
 
-    def __init__(self, res: Resources, tiers: dict[str, tuple[str, float]], iters: int = 2000) -> None:
+    def __init__(self, res: Resources, tiers: dict[str, tuple[str, float]], iters: int = 2000,
+                 share: Builder | None = None) -> None:
+        """`share`: a builder on the same `res` and tiers whose priced options this one reuses."""
         self.res, self.tiers, self.iters = res, tiers, iters
         self.retype_rounds = RETYPE_ROUNDS  # sharding-type moves after the first local search (0: none)
+        self.least_loaded = False  # place pieces as TorchRec's greedy partitioner does (`place`)
         self.cost = res.cost
-        self._options: dict[tuple[str, float, bool], list[Option]] = {}
         self.topo = res.cost.topology
+        if share is not None and share.res is res and share.tiers is tiers:
+            self._options, self._prices, self.avg = share._options, share._prices, share.avg
+            return
+        self._options: dict[tuple[str, float, bool], list[Option]] = {}
+        self._prices: dict[str, list] = {}
         vecs = np.array([self.shard(t, TW, t.rows, t.dim)[0] for t in self.cost.workload.tables])
-        tw = np.array([res.summary(v) for v in vecs])
+        tw = np.stack([res.s0 * vecs[:, :-1].sum(axis=1), res.s1 * vecs[:, -1]], axis=1)  # `summary` of each
         self.avg = float((tw.sum(axis=0) / self.topo.world_size).max())  # average rank load, larger component
 
     def shard(self, t: TableSpec, st: ShardingType, rows: int, cols: int) -> tuple[np.ndarray, dict[str, float]]:
@@ -71,33 +81,40 @@ class Builder:
         return self._options[key]
 
     def _enumerate(self, t: TableSpec, mu: float, allow_dp: bool, fits) -> list[Option]:  # noqa: ANN001
+        out = [o[:4] for o in self._priced(t) if o[0] != RW and (allow_dp if o[0] == DP else mu > 0) and fits(o[4])]
+        if self.topo.world_size > 1 or not out:
+            out.append(self._priced(t)[-1][:4])
+        return out
+
+    def _priced(self, t: TableSpec) -> list[tuple[ShardingType, int, np.ndarray, float, dict[str, float]]]:
+        """Every option of table t (DP first, when its tier is the fast one; RW last), priced once for all μ: as
+        `Option` plus the memory one piece needs."""
+        if t.name in self._prices:
+            return self._prices[t.name]
         topo, w, h = self.topo, self.topo.world_size, min(self.topo.ranks_per_host, self.topo.world_size)
         tier, _ = self.tiers[t.name]
         sm = self.res.summary
-        out: list[Option] = []
-        if allow_dp and tier == topo.fast.name:  # one rank too: a lone replica (DDP) is valid
-            dv, dm = self.shard(t, DP, t.rows, t.dim)
-            if fits(dm):  # a replica on every rank, each within μ of it (`pack` drops replicas that overfill)
-                sv = sm(dv)
-                out.append((DP, w, sv * w, float(sv.max())))
-        if mu > 0:
-            for k in [1] + [k for k in column_splits(t.dim) if k <= w]:
-                v, m = self.shard(t, TW if k == 1 else CW, t.rows, t.dim // k)
-                if fits(m):
-                    sv = sm(v)
-                    out.append((TW if k == 1 else CW, k, sv * k, float(sv.max())))
-            if h > 1 and topo.num_hosts > 1:
-                shards = [(self.shard(t, TWRW, r, t.dim), k) for r, k in row_sizes(t.rows, h)]
-                if fits(shards[0][0][1]):
-                    out.append((TWRW, h, sum(sm(v) * k for (v, _), k in shards),
-                                max(float(sm(v).max()) for (v, _), _ in shards)))
-        if w > 1 or not out:
-            shards = [(self.shard(t, RW, r, t.dim), k) for r, k in row_sizes(t.rows, w)]
-            out.append((RW, w, sum(sm(v) * k for (v, _), k in shards), max(float(sm(v).max()) for (v, _), _ in shards)))
+        out: list[tuple[ShardingType, int, np.ndarray, float, dict[str, float]]] = []
+        if tier == topo.fast.name:  # one rank too: a lone replica (DDP) is valid
+            dv, dm = self.shard(t, DP, t.rows, t.dim)  # a replica on every rank (`pack` drops those that overfill)
+            sv = sm(dv)
+            out.append((DP, w, sv * w, float(sv.max()), dm))
+        for k in [1] + [k for k in column_splits(t.dim) if k <= w]:
+            v, m = self.shard(t, TW if k == 1 else CW, t.rows, t.dim // k)
+            sv = sm(v)
+            out.append((TW if k == 1 else CW, k, sv * k, float(sv.max()), m))
+        if h > 1 and topo.num_hosts > 1:
+            shards = [(self.shard(t, TWRW, r, t.dim), k) for r, k in row_sizes(t.rows, h)]
+            out.append((TWRW, h, sum(sm(v) * k for (v, _), k in shards),
+                        max(float(sm(v).max()) for (v, _), _ in shards), shards[0][0][1]))
+        shards = [(self.shard(t, RW, r, t.dim), k) for r, k in row_sizes(t.rows, w)]
+        out.append((RW, w, sum(sm(v) * k for (v, _), k in shards), max(float(sm(v).max()) for (v, _), _ in shards),
+                    {}))
+        self._prices[t.name] = out
         return out
 
     def choose(self, t: TableSpec, theta: float, mu: float, allow_dp: bool, least_work: bool | int = False,
-               twrw_first: bool = False) -> tuple[ShardingType, int]:
+               twrw_first: bool = False, uniform: ShardingType | None = None) -> tuple[ShardingType, int]:
         """Sharding type and piece count for table t. Split mode: the first of DP (if replicas cost less in
         total), TW, CW by increasing k whose piece scores ≤ θ × average rank load, then
         TWRW, then RW (`twrw_first`: TWRW before CW: a column block still receives all of a table's ids).
@@ -107,6 +124,10 @@ class Builder:
         pieces' size (TorchRec's greedy proposer starts from the same choice)."""
         opts = self.options(t, mu, allow_dp)
         limit = theta * self.avg
+        if uniform is not None:  # every table this type where it fits (as TorchRec's UniformProposer), else
+            same = [o for o in opts if o[0] == uniform]  # the option with the smallest piece
+            pick = same[0] if same else min(opts, key=lambda o: o[3])
+            return pick[0], pick[1]
         if least_work is not True and least_work in (2, 3):
             pick = min(opts, key=lambda o: (float(o[2][least_work - 2]), o[3]))
             return pick[0], pick[1]
@@ -129,12 +150,16 @@ class Builder:
         return RW, self.topo.world_size
 
     def pack(self, theta: float, mu: float, allow_dp: bool, least_work: bool | int = False, twrw_first: bool = False,
+             choice: dict[str, tuple[ShardingType, int]] | None = None, uniform: ShardingType | None = None,
              ) -> ShardingPlan:
+        """One packing; `choice` (table -> type, pieces), if given, is what `choose` returns for these arguments
+        (the caller already computed it)."""
         topo = self.topo
         w, h = topo.world_size, min(topo.ranks_per_host, topo.world_size)
-        choice = {t.name: self.choose(t, theta, mu, allow_dp, least_work, twrw_first)
-                  for t in self.cost.workload.tables}
-        self._fit_replicas(choice, theta, mu, least_work, twrw_first)
+        choice = dict(choice) if choice is not None else {
+            t.name: self.choose(t, theta, mu, allow_dp, least_work, twrw_first, uniform)
+            for t in self.cost.workload.tables}
+        self._fit_replicas(choice, theta, mu, least_work, twrw_first, uniform)
         state = Loads(self.res, topo, {st for st, _ in choice.values()})
         pieces, groups = [], []
         layout: dict[str, tuple[ShardingType, list[int]]] = {}
@@ -144,8 +169,10 @@ class Builder:
                 state.put_all(st, *self.shard(t, st, t.rows, t.dim))
                 layout[t.name] = (st, list(range(w)))
             elif st == RW:
-                for r, (a, b) in enumerate(row_ranges(t.rows, w)):
-                    state.put(r, st, *self.shard(t, st, b - a, t.dim))
+                first = 0
+                for rows, n in row_sizes(t.rows, w):  # consecutive blocks: full ones, the tail, empty ones
+                    state.put_ranks(slice(first, first + n), st, *self.shard(t, st, rows, t.dim))
+                    first += n
                 layout[t.name] = (st, list(range(w)))
             elif st == TWRW:
                 shards = [self.shard(t, st, b - a, t.dim) for a, b in row_ranges(t.rows, h)]
@@ -157,17 +184,7 @@ class Builder:
         if any(state.used[k].max() > state.cap[k] for k in state.tiers):
             raise NoFit("row-wise and data-parallel shards alone overfill a rank")
         for _, name, shards in sorted(groups, key=lambda g: -g[0]):
-            best, best_key = -1, (np.inf, np.inf)
-            for host in range(topo.num_hosts):
-                ranks = range(host * h, host * h + h)
-                if all(state.fits_rank(r, m) for r, (_, m) in zip(ranks, shards, strict=True)):
-                    for r, (v, m) in zip(ranks, shards, strict=True):
-                        state.put(r, TWRW, v, m)
-                    key = state.objective()
-                    for r, (v, m) in zip(ranks, shards, strict=True):
-                        state.take(r, TWRW, v, m)
-                    if key < best_key:
-                        best, best_key = host, key
+            best = _best_host(state, shards, state.const)
             if best < 0:
                 raise NoFit(name)
             for r, (v, m) in zip(range(best * h, best * h + h), shards, strict=True):
@@ -177,7 +194,7 @@ class Builder:
         return self.finish(state, pieces, layout)
 
     def _fit_replicas(self, choice: dict[str, tuple[ShardingType, int]], theta: float, mu: float,
-                      least_work: bool | int, twrw_first: bool) -> None:
+                      least_work: bool | int, twrw_first: bool, uniform: ShardingType | None = None) -> None:
         """Data-parallel replicas sit on every rank: while they fill more than μ of a rank's tier (the rest is for
         the shards that are placed), the largest goes back to its choice without data-parallel."""
         tables = [t for t in self.cost.workload.tables if choice[t.name][0] == DP]
@@ -194,12 +211,26 @@ class Builder:
                 break
             for k, v in mem[t.name].items():
                 used[k] -= v
-            choice[t.name] = self.choose(t, theta, mu, False, least_work, twrw_first)
+            choice[t.name] = self.choose(t, theta, mu, False, least_work, twrw_first, uniform)
 
     def place(self, state: Loads, pieces: list[Piece]) -> None:
         """Greedy: pieces by descending dominant share (largest v_k / row total of L) onto the rank minimising
-        (J, secondary, ΔΣL²) after adding them."""
+        (J, secondary, ΔΣL²) after adding them (`least_loaded`: by descending TorchRec perf onto the rank with the
+        least TorchRec perf, as TorchRec's greedy partitioner places them)."""
         if not pieces:
+            return
+        if self.least_loaded:
+            taken: dict[str, list[int]] = {}
+            for i in np.argsort(-np.array([p.vec[-1] for p in pieces]), kind="stable"):
+                p = pieces[i]
+                ok = state.fits(p.mem)
+                ok[taken.setdefault(p.table, [])] = False
+                if not ok.any():
+                    raise NoFit(p.table)
+                r = int(np.argmin(np.where(ok, state.L[-1], np.inf)))
+                state.put(r, p.st, p.vec, p.mem)
+                p.rank = r
+                taken[p.table].append(r)
             return
         vecs = np.array([p.vec for p in pieces])
         total = vecs.sum(axis=0) + state.L.sum(axis=1)
@@ -227,10 +258,13 @@ class Builder:
                 local_search(state, pieces, self.iters)
         for p in pieces:
             layout[p.table][1].append(p.rank)
-        tables = {}
+        tables, made = {}, self.res.table_plans  # a table's plan recurs across packings (RW, DP, many TW)
         for t in self.cost.workload.tables:
             st, ranks = layout[t.name]
-            tables[t.name] = table_plan(t, st, ranks, *self.tiers[t.name])
+            key = (t.name, st, tuple(ranks), *self.tiers[t.name])
+            if key not in made:
+                made[key] = table_plan(t, st, ranks, *self.tiers[t.name])
+            tables[t.name] = made[key]
         return ShardingPlan(self.topo.world_size, tables, optimizer="ours")
 
 
@@ -327,16 +361,26 @@ def _try_split(state: Loads, shard: Shard, t: TableSpec, j0: float = np.inf,
         _restore(state, snap)
     if h > 1 and topo.num_hosts > 1 and not hopeless(TWRW):
         shards = [shard(t, TWRW, b - a, t.dim) for a, b in row_ranges(t.rows, h)]
-        for host in range(topo.num_hosts):
-            ranks = list(range(host * h, host * h + h))
-            if not all(state.fits_rank(r, mm) for r, (_, mm) in zip(ranks, shards, strict=True)):
-                continue
-            snap = _snapshot(state)
-            for r, (v, mm) in zip(ranks, shards, strict=True):
-                state.put(r, TWRW, v, mm)
-            keep(TWRW, ranks, [])
-            _restore(state, snap)
+        ok, j, s = state.host_scores(STYPES.index(TWRW), shards, state.res.const(present | {TWRW}))
+        host = _lexmin(ok, j, s)
+        if host >= 0 and (best is None or (float(j[host]), float(s[host])) < best[0]):
+            best = ((float(j[host]), float(s[host])), TWRW, list(range(host * h, host * h + h)), [])
     return best
+
+
+def _lexmin(ok: np.ndarray, j: np.ndarray, s: np.ndarray) -> int:
+    """The first index with the least (J, secondary) among `ok` ones; −1 if none."""
+    if not ok.any():
+        return -1
+    j = np.where(ok, j, np.inf)
+    first = j == j.min()
+    return int(np.argmin(np.where(first, s, np.inf)))
+
+
+def _best_host(state: Loads, shards: list[tuple[np.ndarray, dict[str, float]]], const: float) -> int:
+    """The host whose ranks take a table-row-wise group (shards[i] on its i-th rank) with the least (J,
+    secondary), the first on ties; −1 if it fits on no host."""
+    return _lexmin(*state.host_scores(STYPES.index(TWRW), shards, const))
 
 
 def _apply(state: Loads, shard: Shard, t: TableSpec, st: ShardingType, ranks: list[int]) -> None:
@@ -399,4 +443,53 @@ def retype(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, 
                 break
         if not done:
             break
+    return _unreplicate(state, pieces, layout, tables, shard, rounds * HOT_TABLES)
+
+
+def _unreplicate(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, TableSpec], shard: Shard,
+                 trials: int) -> list[Piece]:
+    """A data-parallel table's replicas load every rank, the hottest too, while a sharded table can sit where
+    there is room. The data-parallel tables, largest replica first (at most `trials` of them), are tried sharded
+    instead (one table-wise piece on its best rank, or table-row-wise on its best host), each change kept if it alone
+    improves (J, secondary). Returns the pieces, a new list if some table changed."""
+    w = state.L.shape[1]
+    dp = [n for n, (st, _) in layout.items() if st == DP]
+    rep = {n: shard(tables[n], DP, tables[n].rows, tables[n].dim) for n in dp}
+    dp.sort(key=lambda n: -float((rep[n][0] * state.res.weight).sum()))
+    _refresh_const(state)
+    for name in dp[:trials]:
+        j0, s0 = state.objective()
+        t, (v, m) = tables[name], rep[name]
+        snap = _snapshot(state)
+        state.take_ranks(slice(0, w), DP, v, m)  # every replica off
+        _refresh_const(state)
+        if not _better(*state.objective(), 0.0, j0, s0):  # placing the table again only adds: no gain possible
+            _restore(state, snap)
+            continue
+        best = None
+        topo = state.topology
+        h = min(topo.ranks_per_host, w)
+        if h > 1 and topo.num_hosts > 1:  # table-row-wise on the best host
+            shards = [shard(t, TWRW, b - a, t.dim) for a, b in row_ranges(t.rows, h)]
+            present = {STYPES[g] for g in np.flatnonzero(state.count.sum(axis=1) > 0)}
+            ok, j, s = state.host_scores(STYPES.index(TWRW), shards, state.res.const(present | {TWRW}))
+            host = _lexmin(ok, j, s)
+            if host >= 0:
+                best = ((float(j[host]), float(s[host])), TWRW, list(range(host * h, host * h + h)), [])
+        tv, tm = shard(t, TW, t.rows, t.dim)
+        inner = _snapshot(state)
+        ranks = _place_new(state, TW, tv, tm, 1)
+        if ranks is not None:
+            _refresh_const(state)
+            score = state.objective()
+            if best is None or score < best[0]:
+                best = (score, TW, ranks, [Piece(t.name, TW, tv, tm, ranks[0])])
+        _restore(state, inner)
+        if best is not None and _better(*best[0], 0.0, j0, s0):
+            _, st, ranks, new = best
+            _apply(state, shard, t, st, ranks)
+            layout[name] = (st, [] if st in (TW, CW) else ranks)
+            pieces = pieces + new
+        else:
+            _restore(state, snap)
     return pieces

@@ -48,6 +48,16 @@ class Shard:
     tier: str
     cache_fraction: float = 0.0
 
+    @classmethod
+    def fast(cls, rank: int, row_start: int, row_end: int, col_start: int, col_end: int, tier: str,
+             cache_fraction: float = 0.0) -> Shard:
+        """`Shard(...)` without the frozen dataclass's per-field `__init__` (the optimizer builds plans of 10^5
+        row-wise shards; this takes a third of the time)."""
+        s = object.__new__(cls)
+        s.__dict__.update(rank=rank, row_start=row_start, row_end=row_end, col_start=col_start, col_end=col_end,
+                          tier=tier, cache_fraction=cache_fraction)
+        return s
+
     @property
     def rows(self) -> int:
         return self.row_end - self.row_start

@@ -19,7 +19,7 @@ import numpy as np
 from embedding.spec import TableSpec
 from sharding.cost import COLLECTIVE_CALLS, CostModel
 from sharding.packing import Bins
-from sharding.plan import ShardingType
+from sharding.plan import ShardingType, TablePlan
 from sharding.trec_cost import TorchRecCostModel
 
 __all__ = ["Resources", "Piece", "Loads", "local_search"]
@@ -53,6 +53,7 @@ class Resources:
             _, w0 = cost._fixed({st: set()}, self.w)
             self.hold[i, :3] = w1[:, 0] - w0[:, 0]
         self._memo: dict[tuple, tuple[np.ndarray, dict[str, float]]] = {} if share is None else share._memo
+        self.table_plans: dict[tuple, TablePlan] = {} if share is None else share.table_plans  # immutable: shared
 
     def const(self, groups: set[ShardingType]) -> float:
         """Fixed seconds of the step with these groups present (same on every rank)."""
@@ -124,6 +125,24 @@ class Loads(Bins):
         for t, b in mem.items():
             self.used[t] += b
 
+    def put_ranks(self, ranks: slice, st: ShardingType, vec: np.ndarray, mem: dict[str, float]) -> None:
+        """`put` of one shard of this size on each of `ranks` (a slice: row-wise blocks of one size), vectorised."""
+        g = STYPES.index(st)
+        self.L[:, ranks] += self.res.hold[g][:, None] * (self.count[g, ranks] == 0)[None, :]  # as `put`: two sums
+        self.L[:, ranks] += vec[:, None]
+        self.count[g, ranks] += 1
+        for t, b in mem.items():
+            self.used[t][ranks] += b
+
+    def take_ranks(self, ranks: slice, st: ShardingType, vec: np.ndarray, mem: dict[str, float]) -> None:
+        """`take` of one shard of this size from each of `ranks`, vectorised."""
+        g = STYPES.index(st)
+        self.count[g, ranks] -= 1
+        self.L[:, ranks] -= self.res.hold[g][:, None] * (self.count[g, ranks] == 0)[None, :]
+        self.L[:, ranks] -= vec[:, None]
+        for t, b in mem.items():
+            self.used[t][ranks] -= b
+
     def take(self, rank: int, st: ShardingType, vec: np.ndarray, mem: dict[str, float]) -> None:
         g = STYPES.index(st)
         self.count[g, rank] -= 1
@@ -150,6 +169,25 @@ class Loads(Bins):
         new = np.maximum(self.L.max(axis=1)[:, None], self.L + add)
         j, s = self.res.score(new, self.const)
         return j, s, self._ssq(self.L, add)
+
+    def host_scores(self, g: int, shards: list[tuple[np.ndarray, dict[str, float]]], const: float,
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(fits, J, secondary) per host after putting shards[i] (group g) on each host's i-th rank (a
+        table-row-wise group), all hosts at once; `const` is the step's fixed cost with the group present."""
+        h = len(shards)
+        n = self.L.shape[1] // h
+        vec = np.stack([v for v, _ in shards], axis=1)[:, None, :]  # (K, 1, h)
+        new = self.L.reshape(self.L.shape[0], n, h) + self.res.hold[g][:, None, None] * \
+            (self.count[g].reshape(n, h) == 0)[None]
+        new += vec
+        maxima = np.maximum(self.L.max(axis=1)[:, None], new.max(axis=2))  # (K, n): adding only raises maxima
+        j, s = self.res.score(maxima, const)
+        ok = np.ones(n, dtype=bool)
+        for i, (_, m) in enumerate(shards):
+            for t, b in m.items():
+                if b > 0:
+                    ok &= self.used[t].reshape(n, h)[:, i] + b <= self.cap[t] * (1 + 1e-12)
+        return ok, j, s
 
     def top3(self) -> tuple[np.ndarray, np.ndarray]:
         """Per row, the indices and values of its three largest entries (padded with rank −1, value 0)."""

@@ -24,15 +24,28 @@ def _grid() -> list[dict]:
     return pts
 
 
-def test_lookup_fit_recovers_near_and_dram_bandwidths() -> None:
+def test_lookup_fit_recovers_per_id_near_and_dram_costs() -> None:
     pts = _grid()
-    for p in pts:
-        near, dram = calibrate.lookup_terms(p, LLC)
-        p["fwd_s"] = 20e-6 + near / 50e9 + dram / 8e9
+    for i, p in enumerate(pts):  # two batch sizes per table: ids and bytes vary apart
+        p["ids"] *= 1 + (i % 3) / 2
+        ids, near, dram = calibrate.lookup_terms(p, LLC)
+        p["fwd_s"] = 20e-6 + ids * 3e-9 + near / 50e9 + dram / 8e9
     fit = calibrate.fit_lookup(pts, LLC)
     assert fit["near_bandwidth"] == pytest.approx(50e9, rel=1e-3)
     assert fit["dram_bandwidth"] == pytest.approx(8e9, rel=1e-3)
+    assert fit["id_s"] == pytest.approx(3e-9, rel=1e-3)
     assert fit["call_s"] == pytest.approx(20e-6, rel=1e-3) and fit["max_residual"] < 1e-6
+    w = calibrate.lookup_weights(fit, fit)
+    assert w["lookup"]["id_bytes"] == pytest.approx(150.0, rel=1e-3) and w["lookup_bwd"]["dram"] == 0.0
+
+
+def test_relative_fit_weighs_small_calls_like_large_ones() -> None:
+    pts = [{"b": b, "t": 100e-6 + b / 1e9} for b in (4e3, 64e3, 1e6, 4e6)]
+    pts[-1]["t"] *= 1.5  # one noisy large call: an absolute fit chases it, the relative one keeps the small ones
+    lat, bw = calibrate.fit_relative(pts, "b", "t")
+    rel = calibrate.residual(pts[:3], "b", "t", (lat, bw))[1]
+    ab = calibrate.residual(pts[:3], "b", "t", calibrate._fit_points(pts, "b", "t"))[1]
+    assert rel < ab and lat > 0
 
 
 def test_tables_beyond_the_cache_gather_from_dram_and_small_ones_do_not() -> None:
@@ -41,10 +54,10 @@ def test_tables_beyond_the_cache_gather_from_dram_and_small_ones_do_not() -> Non
     small["table_bytes"] = small["rows"] * 256
     big = dict(small, rows=calibrate.lookup_rows(64, 8.0, LLC, None))
     big["table_bytes"] = big["rows"] * 256
-    assert calibrate.lookup_terms(small, LLC)[1] == 0.0
-    assert calibrate.lookup_terms(big, LLC)[1] == pytest.approx(8192 * 256 * (1 - 1 / 8))
+    assert calibrate.lookup_terms(small, LLC)[2] == 0.0
+    assert calibrate.lookup_terms(big, LLC)[2] == pytest.approx(8192 * 256 * (1 - 1 / 8))
     hot = dict(big, access="zipf")
-    assert calibrate.lookup_terms(hot, LLC)[1] < calibrate.lookup_terms(big, LLC)[1]
+    assert calibrate.lookup_terms(hot, LLC)[2] < calibrate.lookup_terms(big, LLC)[2]
     assert calibrate.lookup_rows(16, 8.0, LLC, 5000) == 5000
 
 

@@ -14,6 +14,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from benchmarks.perfmodel.cases import COLLECT_PLANS, LAYOUTS, OPTIMIZERS
 
@@ -151,15 +152,25 @@ def _evaluate(a: argparse.Namespace) -> int:
         print(w)
     if a.records:
         hw = a.hardware or model["provenance"].get("hardware") or _hardware("")
-        tab = step_table(read_records(a.records), hw)
+        records = read_records(a.records)
+        tab = step_table(records, hw)
         if not len(tab["y"]):
             return _fail(f"--records {a.records!r} holds no step records with plans")
-        learned = np.abs(np.exp(-(tab["y"] - predict_trees(model["step"], tab["x"]))) - 1)
-        analytic = np.abs(np.exp(-tab["y"]) - 1)
-        print(json.dumps({"records": a.records, "n": int(len(tab["y"])),
-                          "analytic_median": round(float(np.median(analytic)), 4),
-                          "learned_median": round(float(np.median(learned)), 4),
-                          "learned_p90": round(float(np.quantile(learned, 0.9)), 4)}))
+        theirs = next((r["machine"] for r in records if r.get("kind") == "step" and r.get("machine")), None)
+        if theirs:  # where the records were measured against where the model was trained
+            for w in check_machine(model.get("provenance", {}).get("machine"), theirs, what="learned model"):
+                print(f"{w} (the records' machine)")
+        out: dict[str, Any] = {"records": a.records, "hardware": hw, "n": int(len(tab["y"]))}
+        for kind, x, y in (("step", tab["x"], tab["y"]), ("rank", tab["xr"], tab["yr"])):
+            if model.get(kind) is None or not len(y):
+                continue
+            learned = np.abs(np.exp(-(y - predict_trees(model[kind], x))) - 1)
+            analytic = np.abs(np.exp(-y) - 1)
+            out.update({f"{kind}_analytic_median": round(float(np.median(analytic)), 4),
+                        f"{kind}_analytic_p90": round(float(np.quantile(analytic, 0.9)), 4),
+                        f"{kind}_learned_median": round(float(np.median(learned)), 4),
+                        f"{kind}_learned_p90": round(float(np.quantile(learned, 0.9)), 4)})
+        print(json.dumps(out))
     return 0
 
 

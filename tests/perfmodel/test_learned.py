@@ -103,7 +103,7 @@ def test_evaluate_prints_held_out_errors_and_importance(trained, capsys) -> None
     d, _ = trained
     assert perfmodel_main(["evaluate", "--model", str(d / "model.json"), "--records", str(d / "records.jsonl")]) == 0
     out = capsys.readouterr().out
-    assert "held-out |error|" in out and "step importance" in out and '"learned_median"' in out
+    assert "held-out |error|" in out and "step importance" in out and '"step_learned_median"' in out
 
 
 def test_a_file_of_another_feature_set_is_refused(tmp_path) -> None:

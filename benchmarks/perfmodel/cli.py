@@ -32,6 +32,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--hardware", default="", help="hardware YAML or preset (default: the calibrated file, "
                    "else dev_2core)")
     c.add_argument("--families", type=int, default=12, help="seeded workload families (× 7 plans each)")
+    c.add_argument("--first-family", type=int, default=0, help="seed of the first family (another range: "
+                   "workloads a model trained on 0 … N−1 never saw, e.g. to test transfer)")
     c.add_argument("--lookups", type=int, default=40, help="seeded lookup points (× 2 backends each)")
     c.add_argument("--world-size", type=int, default=2)
     c.add_argument("--repeats", type=int, default=10, help="timed steps (or calls) per case")
@@ -70,8 +72,9 @@ def _collect(a: argparse.Namespace) -> int:
     kinds = [k for k in a.kinds.split(",") if k]
     if not kinds or any(k not in ("lookup", "step") for k in kinds):
         return _fail(f"--kinds {a.kinds!r}: allowed lookup, step (comma-separated)")
-    if a.families < 0 or a.lookups < 0 or a.repeats < 1 or a.per_job < 1 or a.world_size < 2:
-        return _fail("needs --families ≥ 0, --lookups ≥ 0, --repeats ≥ 1, --per-job ≥ 1, --world-size ≥ 2")
+    if a.families < 0 or a.first_family < 0 or a.lookups < 0 or a.repeats < 1 or a.per_job < 1 or a.world_size < 2:
+        return _fail("needs --families ≥ 0, --first-family ≥ 0, --lookups ≥ 0, --repeats ≥ 1, --per-job ≥ 1, "
+                     "--world-size ≥ 2")
     plans = tuple(p for p in a.plans.split(",") if p)
     # a collected record keeps the plan it ran, so only plans made here qualify (ours/torchrec plan inside the job)
     allowed = tuple(p for p in (*OPTIMIZERS, *LAYOUTS) if p not in ("ours", "torchrec", "best_greedy"))
@@ -93,7 +96,7 @@ def _collect(a: argparse.Namespace) -> int:
         print(f"{n} lookup records written")
     if "step" in kinds:
         n, failed = collect_steps(a.records, a.families, a.world_size, hw, a.repeats, a.per_job, a.timeout,
-                                  machine, sha, plans)
+                                  machine, sha, plans, first=a.first_family)
         print(f"{n} step records written ({failed} jobs failed)")
         rc = 1 if failed else 0
     print(f"collection took {time.perf_counter() - t0:.0f} s")

@@ -57,3 +57,24 @@ def test_every_case_of_a_job_keeps_its_own_plan_file() -> None:
     assert len({plan_file(c["label"]) for c in cases}) == len(cases)
     keys = [k for k, _, _ in step_keys(3, 2)]
     assert len({plan_file(run_label(k)) for k in keys}) == len(keys)
+
+
+def test_stage_table_shows_which_part_of_the_step_the_model_misses() -> None:
+    stages = {"input_dist": 1.0, "lookup": 2.0, "output_dist": 0.5, "dense_backward": 0.3, "output_dist_bwd": 0.5,
+              "lookup_bwd": 3.0, "optimizer": 0.2}
+    ours = {"input_dist": 1.0, "lookup": 1.0, "output_dist": 0.5, "output_dist_bwd": 0.5, "lookup_bwd": 3.2,
+            "optimizer": 0.0, "outside": 1.0}
+    case = {"case": "w:p:w2", "measured": 9.0, "stages": stages, "stage_ours": ours}
+    lines = validate_cost.stage_table([case, {"case": "no_plan", "measured": 1.0}])
+    assert len(lines) == 4 and "w/p/w2" in lines[2]  # header, rule, one case (the one without a plan is left out)
+    assert "2.00 / 1.00" in lines[2]  # forward lookup: measured / ours
+    assert "3.20 / 3.20" in lines[2] and "1.80 / 1.00" in lines[2]  # backward + optimizer; outside = 9 − 7.2
+    assert "forward lookup measured 2.0 ms, ours 1.0 ms, median ratio 0.50" in lines[3]
+    assert validate_cost.stage_table([]) == []
+
+
+def test_collection_can_start_at_another_family() -> None:
+    from benchmarks.perfmodel.collect import step_keys
+
+    keys = step_keys(2, 2, ("all_rw",), first=100)
+    assert [s for _, s, _ in keys] == [100, 101] and keys[0][0] == "step/100/all_rw/w2"

@@ -8,16 +8,18 @@ Runs as a job of N local ranks (gloo/CPU), every rank measuring at once as ranks
   lookup bandwidth   FBGEMM TBE forward (what DMP's fused kernel runs) on one table per row size (dims 16/128)
                      × table size (0.25 and 8 × the LLC) × locality (uniform, Zipf 1.05) × B 512/2048, 16 ids
                      per bag; bytes as the cost model counts them: ids·dim·4 + ids·8 + bags·dim·4. Tier bandwidth
-                     = 1 / slope of the least-squares line time = c + bytes/bw (what the cost model uses), and
-                     `lookup_model`: time = c + near-core bytes/bw_near + DRAM row bytes/bw_dram with a row in the
-                     LLC as a hot set of the LLC's size would hold it (the learned model's features use it).
+                     = 1 / slope of the least-squares line time = c + bytes/bw, and `lookup_model` (relative
+                     non-negative least squares): time = c + ids·id_s + bytes/bw_near + DRAM row bytes/bw_dram,
+                     a row missing the LLC as a hot set of the LLC's size would leave it. Its per-id cost, in
+                     bytes (id_s·bw_near), is `Topology.lookup_weights`: the cost model adds it per id looked up.
   co-located ranks   the largest DRAM-bound point timed by rank 0 alone / with every rank busy (shared bandwidth).
   backward           the same TBE trained with EXACT_ROWWISE_ADAGRAD: multiplier = slope of (train − fwd) time
                      over bytes / slope of fwd time (the per-byte cost of backward + fused update vs forward).
-  dense optimizer    TorchRec RowWiseAdagrad step on dense fp32 tables of 4 sizes: bandwidth = 1 / slope of
-                     time = c + parameter bytes / bw (the step of data-parallel tables).
+  dense optimizer    TorchRec RowWiseAdagrad step on dense fp32 tables of 3 sizes: bandwidth = 1 / slope of
+                     time = c + parameter bytes / bw, relative least squares (the step of data-parallel tables).
   collectives        gloo all_to_all_single, reduce_scatter_tensor, all_gather_into_tensor and all_reduce of
-                     4 KiB, 64 KiB, 1 MiB, 4 MiB per rank: per op, least squares of time = latency + bytes a rank sends / bw
+                     4 KiB, 64 KiB, 1 MiB, 4 MiB per rank: per op, relative least squares of time = latency + bytes
+                     a rank sends / bw
                      (sent: (W−1)/W·n for all-to-all, reduce-scatter (n = input) and all-gather (n = output),
                      2·(W−1)/W·n for all-reduce) -> `Topology.collectives`.
   stage overheads    TorchRec's own stages (benchmarks.distributed.stages) on tiny tables (1000 rows, dim 16,
@@ -25,13 +27,16 @@ Runs as a job of N local ranks (gloo/CPU), every rank measuring at once as ranks
                      2·W table-wise + 2·W row-wise tables: base = TW + RW − mixed (per step, whatever the groups),
                      type X = X − base, per stage, clamped at 0 -> `Topology.stage_overhead`.
   stage bandwidths   the same stages on a larger plan per type (2·W tables of `BIG`, both ranks busy): per stage,
-                     the cost model's bytes of that plan (`CostModel.stage_seconds` at bandwidth 1) / (its time −
+                     the cost model's bytes of that plan (`CostModel.stage_seconds` at bandwidth 1, per-id bytes
+                     included) / (its time −
                      the tiny plan's) -> `Topology.stage_bandwidth`. TorchRec's stages get far less per byte than
                      bare gloo calls or a lone TBE (KJT permutes and bucketizing, both ranks' kernels at once).
                      Tiny and larger plans run interleaved over `--rounds` rounds; medians over steps and rounds.
-  step overhead      per tiny plan, its uninstrumented step median − the sum of its stage medians (max over ranks):
-                     what a step spends outside the embedding stages (loss, the dense part's backward, zero_grad,
-                     the framework between stages); median over the tiny plans -> `Topology.step_overhead`.
+  step overhead      per tiny plan and rank, its uninstrumented step median − the sum of its own stage medians,
+                     mean over ranks: what a step spends outside the embedding stages (loss, the dense part's
+                     backward, zero_grad, the framework between stages); median over the tiny plans ->
+                     `Topology.step_overhead`.
+`--refit FILE` fits a calibrated file's stored measurements again with this code (nothing is measured).
 All timings are medians, as the validation reports; every fit's median and max relative residual is printed and
 stored (`fit_residuals`), with each phase's seconds (the stage plans' rounds are most of the time).
 None of these is one of the plans `benchmarks.validate_cost` validates.
@@ -303,12 +308,16 @@ def _stage_times(world: int, repeats: int, rounds: int) -> tuple[dict[str, dict[
             res = run_case(case, torch.device("cpu"), tempfile.gettempdir())
             gathered: list[Any] = [None] * world
             mine = {k: float(np.median(v)) for k, v in res["stages"].items()}
-            dist.all_gather_object(gathered, dict(mine, step=float(np.median(res["step_s"]))))
-            seen.setdefault(key, []).append({k: max(g[k] for g in gathered) for k in (*STAGE_KEYS, "step")})
+            step = float(np.median(res["step_s"]))
+            dist.all_gather_object(gathered, dict(mine, step=step, gap=step - sum(mine.values())))
+            row = {k: max(g[k] for g in gathered) for k in (*STAGE_KEYS, "step")}
+            seen.setdefault(key, []).append(dict(row, gap=float(np.mean([g["gap"] for g in gathered]))))
     times = {key: {k: float(np.median([r[k] for r in runs])) for k in STAGE_KEYS} for key, runs in seen.items()}
     steps = {key: float(np.median([r["step"] for r in runs])) for key, runs in seen.items()}
-    spread = {key: {k: [round(r[k], 6) for r in runs] for k in (*STAGE_KEYS, "step")} for key, runs in seen.items()}
-    return times, {"rounds": spread, "steps": steps}
+    gaps = {key: float(np.median([r["gap"] for r in runs])) for key, runs in seen.items()}
+    spread = {key: {k: [round(r[k], 6) for r in runs] for k in (*STAGE_KEYS, "step", "gap")}
+              for key, runs in seen.items()}
+    return times, {"rounds": spread, "steps": steps, "gaps": gaps}
 
 
 def stage_plan_bytes(world: int, llc_bytes: float, weights: dict[str, dict[str, float]],
@@ -335,11 +344,18 @@ def stage_plan_bytes(world: int, llc_bytes: float, weights: dict[str, dict[str, 
     return out
 
 
-def step_overhead(times: dict[str, dict[str, float]], steps: dict[str, float]) -> float:
-    """Seconds per step outside the embedding stages: median over the tiny plans of max(0, step − Σ stages)
-    (the dense part's backward, loss, zero_grad and the framework between stages; bytes ≈ 0)."""
-    gaps = [max(0.0, steps[k] - sum(times[k].values())) for k in OVERHEAD_PLANS if k in steps and k in times]
-    return float(np.median(gaps)) if gaps else 0.0
+def step_overhead(times: dict[str, dict[str, float]], steps: dict[str, float],
+                  gaps: dict[str, float] | None = None) -> float:
+    """Seconds per step outside the embedding stages (the dense part's backward, loss, zero_grad and the
+    framework between stages; bytes ≈ 0), median over the tiny plans, at least 0. With `gaps` (per plan, the
+    mean over ranks of a rank's own step median − the sum of its own stage medians): those. Else (files
+    calibrated before they were stored): step − Σ stages, each the max over ranks, which the ranks' noise biases
+    low (a sum of maxima of different ranks)."""
+    if gaps:
+        vals = [max(0.0, gaps[k]) for k in OVERHEAD_PLANS if k in gaps]
+    else:
+        vals = [max(0.0, steps[k] - sum(times[k].values())) for k in OVERHEAD_PLANS if k in steps and k in times]
+    return float(np.median(vals)) if vals else 0.0
 
 
 def stage_overheads(times: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
@@ -467,7 +483,7 @@ def write_yaml(out: str, lookups: list[list[dict]], comm: dict[str, list[dict]],
     overhead = stage_overheads(stage)
     stage_bytes = stage_plan_bytes(world, llc, weights)
     stage_bw = stage_bandwidths(stage, stage_bytes)
-    other = step_overhead(stage, stage_runs["steps"])
+    other = step_overhead(stage, stage_runs["steps"], stage_runs.get("gaps"))
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     date = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     host = socket.gethostname()
@@ -505,8 +521,9 @@ def write_yaml(out: str, lookups: list[list[dict]], comm: dict[str, list[dict]],
                                    "largest DRAM-bound forward with every rank busy / rank 0 alone"},
         "fit_residuals": {k: {"median": round(a, 4), "max": round(b, 4)} for k, (a, b) in fits.items()},
         "sources": {"provenance": how, "date": date,
-                    "step_overhead": "median over the tiny plans of (uninstrumented step median − the sum of its "
-                                     "stage medians, max over ranks): loss, dense backward, framework",
+                    "step_overhead": "median over the tiny plans of the mean over ranks of (a rank's uninstrumented "
+                                     "step median − the sum of its stage medians): loss, dense backward, "
+                                     "framework",
                     "bwd_compute_multiplier": "slope of TBE (fwd+bwd with fused row-wise Adagrad − fwd) time over "
                                               "bytes / slope of fwd time, same grid "
                                               f"(backward per-call cost {bwd_call_s * 1e6:.0f} µs)",
@@ -527,7 +544,7 @@ def write_yaml(out: str, lookups: list[list[dict]], comm: dict[str, list[dict]],
         "calibration": {"phase_s": extra["phase_s"], "colocated": extra["colocated"], "lookups": pts,
                         "collectives": comm, "dense_optimizer": dense, "torchrec_stages_s": stage,
                         "torchrec_stage_bytes": stage_bytes, "torchrec_stage_rounds_s": stage_runs["rounds"],
-                        "torchrec_step_s": stage_runs["steps"]},
+                        "torchrec_step_s": stage_runs["steps"], "torchrec_gap_s": stage_runs.get("gaps", {})},
     }
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -561,7 +578,8 @@ def refit(src: str, out: str) -> None:
              "llc": data["lookup_model"]["llc_bytes"]}
     how = f"{data['sources']['provenance']}; refitted from {src} on {time.strftime('%Y-%m-%dT%H:%M:%S%z')}"
     write_yaml(out, [cal["lookups"]], cal["collectives"], cal["dense_optimizer"], cal["torchrec_stages_s"],
-               {"rounds": cal["torchrec_stage_rounds_s"], "steps": cal["torchrec_step_s"]},
+               {"rounds": cal["torchrec_stage_rounds_s"], "steps": cal["torchrec_step_s"],
+                "gaps": cal.get("torchrec_gap_s") or {}},
                int(data["ranks_per_host"]), extra, how)
 
 

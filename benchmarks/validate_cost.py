@@ -170,6 +170,43 @@ def stage_table(cases: list[dict]) -> list[str]:
     return lines
 
 
+def analytic_predictions(cases: list[dict], overrides: dict[str, list[str]], hardware: str) -> None:
+    """Refill each case's "ours" / "rank_ours" and TorchRec's estimates from its plan on `hardware` (in place):
+    `--rescore` prices measured runs with another calibration or another version of the model."""
+    from benchmarks.perfmodel.train import case_model
+    from sharding.torchrec_adapter import torchrec_estimate
+    from sharding.workload import PlanError
+
+    for c in cases:
+        if not c.get("plan_dict") or c["case"] not in overrides:
+            continue
+        cost, plan, _ = case_model({"overrides": overrides[c["case"]], "world": c["world"],
+                                    "plan": c["plan_dict"]}, hardware)
+        c["ours"] = 1e3 * cost.plan_cost(plan)
+        c["rank_ours"] = [1e3 * (r.elapsed - r.other) for r in cost.breakdown(plan)]
+        try:
+            est = torchrec_estimate(plan, cost.workload, cost.topology)
+            c["torchrec"], c["rank_torchrec"] = est["perf_ms"], list(est["perf_ms_per_rank"])
+        except (PlanError, ValueError, RuntimeError):
+            c["torchrec"], c["rank_torchrec"] = None, None
+
+
+def rescored_rounds(records_path: str, run_id: str) -> tuple[dict, list[list[dict]]]:
+    """(the validation record `run_id` or the latest full one, its case records grouped by job)."""
+    from benchmarks.perfmodel.train import read_records
+
+    recs = read_records(records_path)
+    vals = [r for r in recs if r.get("kind") == "validation" and (r["run_id"] == run_id if run_id != "latest"
+                                                                  else not r["config"].get("quick"))]
+    if not vals:
+        raise InputError(f"--rescore {run_id!r}: no such validation record in {records_path!r} (latest: the last "
+                         "full validate-cost run)")
+    val = vals[-1]
+    ids = val["case_run_ids"]
+    rounds = [[r for r in recs if r.get("kind") == "distributed" and r["run_id"] == i] for i in ids]
+    return val, [r for r in rounds if r]
+
+
 def learned_predictions(cases: list[dict], overrides: dict[str, list[str]], hardware: str, model: dict) -> None:
     """Fill each case's "learned" step ms and "rank_learned" ms from the trained model (in place)."""
     from benchmarks.perfmodel.train import case_model
@@ -252,6 +289,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=int, default=20, help="timed steps per case and round")
     p.add_argument("--records", default="results/records.jsonl")
     p.add_argument("--timeout", type=float, default=300.0)
+    p.add_argument("--rescore", default="", metavar="RUN_ID", help="measure nothing: price the cases of an "
+                   "earlier validate-cost run in --records (its run id, or 'latest') with --hardware and --model "
+                   "and print the tables (nothing is written)")
     return p
 
 
@@ -282,6 +322,27 @@ def default_model(given: str) -> str:
         return given
     trained = Path("results/perfmodel/model.json")
     return str(trained) if trained.is_file() else ""
+
+
+def _rescore(records: str, run_id: str, hw: str, model: dict | None, model_path: str) -> int:
+    """`--rescore`: the tables of an earlier run's measurements, priced on `hw` (and `model`)."""
+    try:
+        val, per_round = rescored_rounds(records, run_id)
+    except (InputError, OSError) as e:
+        print(f"dlrmbench validate-cost: error: {one_line(e)}", file=sys.stderr)
+        return 2
+    cases = merge_rounds(per_round)
+    overrides = {c["case"]: WORKLOADS[c["case"].split(":")[0]] for c in cases}
+    analytic_predictions(cases, overrides, hw)
+    if model is not None:
+        learned_predictions(cases, overrides, hw, model)
+    stage_predictions(cases, overrides, hw)
+    lines, _ = error_table(cases)
+    print("\n".join(lines + stage_table(cases)))
+    print(f"rescored: validate-cost run {val['run_id']} ({val['time']}, measured with hardware "
+          f"{val['config']['hardware']!r}; load average before and after each round {val['loadavg']}) priced on "
+          f"{hw!r}, learned model {model_path or 'none'}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -331,6 +392,8 @@ def main(argv: list[str] | None = None) -> int:
                                                                   what="learned model")]
     for w in warnings:
         print(w, file=sys.stderr)
+    if args.rescore:
+        return _rescore(args.records, args.rescore, hw, model, model_path)
     rounds = 1 if args.quick else args.rounds
     overrides = [f"dist.hardware={hw}", "dist.model=embedding", "dist.mode=train"]
     overrides += ["dist.repeats=5", "dist.warmup=2"] if args.quick else [f"dist.repeats={args.repeats}"]

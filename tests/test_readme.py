@@ -84,6 +84,8 @@ RUNS: dict[str, Run] = {
     "dlrmbench perfmodel evaluate": Run(setup=(f"dlrmbench perfmodel collect {COLLECT_TINY}",
                                                "dlrmbench perfmodel train"), slow=True),
     "dlrmbench validate-cost --quick": Run(extra="--repeats 2 --workloads small4", slow=True),
+    "dlrmbench validate-cost --rescore latest": Run(setup=("dlrmbench validate-cost --repeats 2 --rounds 1 "
+                                                           "--workloads small4",), slow=True),
     "dlrmbench calibrate --refit results/hardware/calibrated.yaml --out results/hardware/refit.yaml":
         Run(setup=(f"dlrmbench calibrate {CALIBRATE_TINY}",), slow=True),
     "taskset -c 0 dlrmbench perfmodel collect --records results/perfmodel/one_core.jsonl --families 6 "

@@ -19,6 +19,9 @@ error figure sits on.
 A last table splits each case's step into parts (forward lookup, backward + optimizer, collectives, outside the
 stages) measured and predicted, to show which term the model gets wrong.
 A `validation` record with those medians is appended next to the cases' own `distributed` records.
+`--rescore RUN_ID|latest` measures nothing: it prices an earlier run's cases (their plans and measured times in
+`--records`) on `--hardware` / `--model` and prints the same tables, so calibrations and model versions can be
+compared on the same measurements.
 """
 from __future__ import annotations
 

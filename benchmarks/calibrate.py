@@ -8,16 +8,18 @@ Runs as a job of N local ranks (gloo/CPU), every rank measuring at once as ranks
   lookup bandwidth   FBGEMM TBE forward (what DMP's fused kernel runs) on one table per row size (dims 16/128)
                      × table size (0.25 and 8 × the LLC) × locality (uniform, Zipf 1.05) × B 512/2048, 16 ids
                      per bag; bytes as the cost model counts them: ids·dim·4 + ids·8 + bags·dim·4. Tier bandwidth
-                     = 1 / slope of the least-squares line time = c + bytes/bw (what the cost model uses), and
-                     `lookup_model`: time = c + near-core bytes/bw_near + DRAM row bytes/bw_dram with a row in the
-                     LLC as a hot set of the LLC's size would hold it (the learned model's features use it).
+                     = 1 / slope of the least-squares line time = c + bytes/bw, and `lookup_model` (relative
+                     non-negative least squares): time = c + ids·id_s + bytes/bw_near + DRAM row bytes/bw_dram,
+                     a row missing the LLC as a hot set of the LLC's size would leave it. Its per-id cost, in
+                     bytes (id_s·bw_near), is `Topology.lookup_weights`: the cost model adds it per id looked up.
   co-located ranks   the largest DRAM-bound point timed by rank 0 alone / with every rank busy (shared bandwidth).
   backward           the same TBE trained with EXACT_ROWWISE_ADAGRAD: multiplier = slope of (train − fwd) time
                      over bytes / slope of fwd time (the per-byte cost of backward + fused update vs forward).
-  dense optimizer    TorchRec RowWiseAdagrad step on dense fp32 tables of 4 sizes: bandwidth = 1 / slope of
-                     time = c + parameter bytes / bw (the step of data-parallel tables).
+  dense optimizer    TorchRec RowWiseAdagrad step on dense fp32 tables of 3 sizes: bandwidth = 1 / slope of
+                     time = c + parameter bytes / bw, relative least squares (the step of data-parallel tables).
   collectives        gloo all_to_all_single, reduce_scatter_tensor, all_gather_into_tensor and all_reduce of
-                     4 KiB, 64 KiB, 1 MiB, 4 MiB per rank: per op, least squares of time = latency + bytes a rank sends / bw
+                     4 KiB, 64 KiB, 1 MiB, 4 MiB per rank: per op, relative least squares of time = latency + bytes
+                     a rank sends / bw
                      (sent: (W−1)/W·n for all-to-all, reduce-scatter (n = input) and all-gather (n = output),
                      2·(W−1)/W·n for all-reduce) -> `Topology.collectives`.
   stage overheads    TorchRec's own stages (benchmarks.distributed.stages) on tiny tables (1000 rows, dim 16,
@@ -25,13 +27,16 @@ Runs as a job of N local ranks (gloo/CPU), every rank measuring at once as ranks
                      2·W table-wise + 2·W row-wise tables: base = TW + RW − mixed (per step, whatever the groups),
                      type X = X − base, per stage, clamped at 0 -> `Topology.stage_overhead`.
   stage bandwidths   the same stages on a larger plan per type (2·W tables of `BIG`, both ranks busy): per stage,
-                     the cost model's bytes of that plan (`CostModel.stage_seconds` at bandwidth 1) / (its time −
+                     the cost model's bytes of that plan (`CostModel.stage_seconds` at bandwidth 1, per-id bytes
+                     included) / (its time −
                      the tiny plan's) -> `Topology.stage_bandwidth`. TorchRec's stages get far less per byte than
                      bare gloo calls or a lone TBE (KJT permutes and bucketizing, both ranks' kernels at once).
                      Tiny and larger plans run interleaved over `--rounds` rounds; medians over steps and rounds.
-  step overhead      per tiny plan, its uninstrumented step median − the sum of its stage medians (max over ranks):
-                     what a step spends outside the embedding stages (loss, the dense part's backward, zero_grad,
-                     the framework between stages); median over the tiny plans -> `Topology.step_overhead`.
+  step overhead      per tiny plan and rank, its uninstrumented step median − the sum of its own stage medians,
+                     mean over ranks: what a step spends outside the embedding stages (loss, the dense part's
+                     backward, zero_grad, the framework between stages); median over the tiny plans ->
+                     `Topology.step_overhead`.
+`--refit FILE` fits a calibrated file's stored measurements again with this code (nothing is measured).
 All timings are medians, as the validation reports; every fit's median and max relative residual is printed and
 stored (`fit_residuals`), with each phase's seconds (the stage plans' rounds are most of the time).
 None of these is one of the plans `benchmarks.validate_cost` validates.
@@ -51,10 +56,10 @@ from typing import Any
 import numpy as np
 import yaml
 
-from benchmarks.errors import OneLineParser, check_output_file
+from benchmarks.errors import OneLineParser, check_output_file, one_line
 from embedding.files import umask_mode
 
-__all__ = ["main", "fit_bandwidth", "fit_latency_bandwidth", "stage_overheads", "stage_bandwidths", "step_overhead",
+__all__ = ["main", "refit", "lookup_weights", "fit_relative", "stage_plan_bytes", "fit_bandwidth", "fit_latency_bandwidth", "stage_overheads", "stage_bandwidths", "step_overhead",
            "OVERHEAD_PLANS"]
 
 DIMS = (16, 128)
@@ -97,21 +102,23 @@ def lookup_rows(dim: int, llc_multiple: float, llc: int, cap: int | None) -> int
     return min(rows, cap) if cap else rows
 
 
-def lookup_terms(p: dict[str, Any], llc: int) -> tuple[float, float]:
-    """(bytes served near the core, row bytes gathered from DRAM) of one lookup point: a row of a table of
-    `table_bytes` is in the last-level cache with the probability of a static hot set of the cache's size
-    (`zipf_miss_rate`; uniform: llc / table bytes), as a DRAM-bound gather of the rest."""
+def lookup_terms(p: dict[str, Any], llc: int) -> tuple[float, float, float]:
+    """(ids, bytes near the core, extra row bytes from DRAM) of one lookup point: every byte the kernel reads or
+    writes (ids·8 + rows gathered + pooled output) counts near the core; a gathered row of a table of
+    `table_bytes` misses the last-level cache with the probability a static hot set of the cache's size leaves
+    (`zipf_miss_rate`; uniform: 1 − llc / table bytes), and its bytes count again in the DRAM term."""
     from sharding.cost import zipf_miss_rate
 
     frac = min(1.0, llc / p["table_bytes"])
     miss = zipf_miss_rate(p["rows"], 1.05, frac) if p["access"] == "zipf" else 1.0 - frac
     gather = p["ids"] * p["dim"] * 4
-    return p["ids"] * 8 + p["batch"] * p["dim"] * 4 + gather * (1 - miss), gather * miss
+    return p["ids"], p["ids"] * 8 + p["batch"] * p["dim"] * 4 + gather, gather * miss
 
 
 def fit_lookup(points: list[dict[str, Any]], llc: int, y: str = "fwd_s") -> dict[str, float]:
-    """Non-negative least squares of time = c + near bytes / bw_near + DRAM bytes / bw_dram over the grid; the
-    fit's median and max absolute relative residual."""
+    """Non-negative least squares of the relative error of time = c + ids·id_s + near bytes / near_bandwidth
+    + DRAM bytes / dram_bandwidth over the grid (`lookup_terms`); with the fit's median and max absolute relative
+    residual."""
     from scipy.optimize import nnls
 
     terms = np.array([lookup_terms(p, llc) for p in points])
@@ -121,8 +128,8 @@ def fit_lookup(points: list[dict[str, Any]], llc: int, y: str = "fwd_s") -> dict
     coef, _ = nnls(a * w[:, None], t * w)
     pred = a @ coef
     res = np.abs(pred - t) / np.maximum(t, 1e-12)
-    return {"call_s": float(coef[0]), "near_bandwidth": float(1 / max(coef[1], 1e-15)),
-            "dram_bandwidth": float(1 / max(coef[2], 1e-15)), "median_residual": float(np.median(res)),
+    return {"call_s": float(coef[0]), "id_s": float(coef[1]), "near_bandwidth": float(1 / max(coef[2], 1e-15)),
+            "dram_bandwidth": float(1 / max(coef[3], 1e-15)), "median_residual": float(np.median(res)),
             "max_residual": float(res.max())}
 
 
@@ -280,47 +287,76 @@ def _overhead_plan(kind: str, world: int, big: bool = False) -> tuple[list[str],
     return overrides, ShardingPlan(world, tables, optimizer=name).to_dict()
 
 
-def _stage_times(world: int, repeats: int, rounds: int) -> tuple[dict[str, dict[str, float]],
-                                                                 dict[str, dict[str, float]]]:
-    """(stage seconds, modelled stage bytes) of each calibration plan ("TW", …, "TW+RW", "TW:big", …): per
-    round the median over steps (max over ranks, as every rank waits for the slowest), then the median over
-    `rounds` rounds that interleave the plans (bursts of load from other processes then hit one round of a
-    plan, not all of it). Bytes: `CostModel.stage_seconds` with every bandwidth 1."""
+def _stage_times(world: int, repeats: int, rounds: int) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
+    """(stage seconds, {"rounds": per-round stage seconds, "steps": step medians}) of each calibration plan
+    ("TW", …, "TW+RW", "TW:big", …): per round the median over steps (max over ranks, as every rank waits for the
+    slowest), then the median over `rounds` rounds that interleave the plans (bursts of load from other
+    processes then hit one round of a plan, not all of it)."""
     import torch
     import torch.distributed as dist
 
     from benchmarks.distributed.case import resolve_case
     from benchmarks.distributed.worker import run_case
-    from sharding.cost import CostModel
 
     plans = [(k, False) for k in OVERHEAD_PLANS] + [(k, True) for k in _TYPES]
     seen: dict[str, list[dict[str, float]]] = {}
-    nbytes: dict[str, dict[str, float]] = {}
     for _ in range(rounds):
         for kind, big in plans:
             key = f"{kind}:big" if big else kind
             overrides, plan = _overhead_plan(kind, world, big)
             case = resolve_case(key, [*overrides, f"dist.repeats={repeats}"], plan, world)
-            if big and key not in nbytes:
-                unit = {g: {s: 1.0 for s in STAGE_KEYS} for g in _TYPES}
-                topo = replace(case.topology, stage_bandwidth=unit, bwd_compute_multiplier=0.0)
-                nbytes[key] = CostModel(case.workload, topo).stage_seconds(case.plan).get(kind, {})
             res = run_case(case, torch.device("cpu"), tempfile.gettempdir())
             gathered: list[Any] = [None] * world
             mine = {k: float(np.median(v)) for k, v in res["stages"].items()}
-            dist.all_gather_object(gathered, dict(mine, step=float(np.median(res["step_s"]))))
-            seen.setdefault(key, []).append({k: max(g[k] for g in gathered) for k in (*STAGE_KEYS, "step")})
+            step = float(np.median(res["step_s"]))
+            gap = step - sum(mine[k] for k in STAGE_KEYS)  # the dense backward stays in: the model has no term for it
+            dist.all_gather_object(gathered, dict(mine, step=step, gap=gap))
+            row = {k: max(g[k] for g in gathered) for k in (*STAGE_KEYS, "step")}
+            seen.setdefault(key, []).append(dict(row, gap=float(np.mean([g["gap"] for g in gathered]))))
     times = {key: {k: float(np.median([r[k] for r in runs])) for k in STAGE_KEYS} for key, runs in seen.items()}
     steps = {key: float(np.median([r["step"] for r in runs])) for key, runs in seen.items()}
-    spread = {key: {k: [round(r[k], 6) for r in runs] for k in (*STAGE_KEYS, "step")} for key, runs in seen.items()}
-    return times, {"bytes": nbytes, "rounds": spread, "steps": steps}  # type: ignore[dict-item]
+    gaps = {key: float(np.median([r["gap"] for r in runs])) for key, runs in seen.items()}
+    spread = {key: {k: [round(r[k], 6) for r in runs] for k in (*STAGE_KEYS, "step", "gap")}
+              for key, runs in seen.items()}
+    return times, {"rounds": spread, "steps": steps, "gaps": gaps}
 
 
-def step_overhead(times: dict[str, dict[str, float]], steps: dict[str, float]) -> float:
-    """Seconds per step outside the embedding stages: median over the tiny plans of max(0, step − Σ stages)
-    (the dense part's backward, loss, zero_grad and the framework between stages; bytes ≈ 0)."""
-    gaps = [max(0.0, steps[k] - sum(times[k].values())) for k in OVERHEAD_PLANS if k in steps and k in times]
-    return float(np.median(gaps)) if gaps else 0.0
+def stage_plan_bytes(world: int, llc_bytes: float, weights: dict[str, dict[str, float]],
+                     ) -> dict[str, dict[str, float]]:
+    """Per larger calibration plan ("TW:big", …): the cost model's bytes of each stage (`CostModel.stage_seconds`
+    with every bandwidth 1), ids and row bytes that miss the LLC weighted as the model weights them."""
+    from benchmarks.distributed.config import compose_dist
+    from embedding.workload_config import build_workload
+    from sharding.cost import CostModel
+    from sharding.plan import ShardingPlan
+    from sharding.topology import load_topology
+    from sharding.workload import PlanWorkload
+
+    unit = {g: {s: 1.0 for s in STAGE_KEYS} for g in _TYPES}
+    out = {}
+    for kind in _TYPES:
+        overrides, plan = _overhead_plan(kind, world, big=True)
+        cfg = compose_dist(overrides)
+        spec = replace(build_workload(cfg.workload), mode="train")
+        topo = replace(load_topology(cfg.dist.hardware, ranks=world), stage_bandwidth=unit,
+                       bwd_compute_multiplier=0.0, llc_bytes=float(llc_bytes), lookup_weights=weights)
+        out[f"{kind}:big"] = CostModel(PlanWorkload.from_spec(spec), topo).stage_seconds(
+            ShardingPlan.from_dict(plan)).get(kind, {})
+    return out
+
+
+def step_overhead(times: dict[str, dict[str, float]], steps: dict[str, float],
+                  gaps: dict[str, float] | None = None) -> float:
+    """Seconds per step outside the embedding stages (the dense part's backward, loss, zero_grad and the
+    framework between stages; bytes ≈ 0), median over the tiny plans, at least 0. With `gaps` (per plan, the
+    mean over ranks of a rank's own step median − the sum of its own stage medians): those. Else (files
+    calibrated before they were stored): step − Σ stages, each the max over ranks, which the ranks' noise biases
+    low (a sum of maxima of different ranks)."""
+    if gaps:
+        vals = [max(0.0, gaps[k]) for k in OVERHEAD_PLANS if k in gaps]
+    else:
+        vals = [max(0.0, steps[k] - sum(times[k].values())) for k in OVERHEAD_PLANS if k in steps and k in times]
+    return float(np.median(vals)) if vals else 0.0
 
 
 def stage_overheads(times: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
@@ -380,12 +416,12 @@ def _rank_main(args: argparse.Namespace) -> int:
         lap("dense_optimizer")
         comm = _collectives(args.repeats)
         lap("collectives")
-        stage, stage_bytes = _stage_times(world, args.repeats, args.rounds)
+        stage, stage_runs = _stage_times(world, args.repeats, args.rounds)
         lap("torchrec_stages")
         if rank == 0:
             machine["loadavg_end"] = loadavg()
             extra = {"machine": machine, "phase_s": phases, "colocated": colocated, "llc": llc}
-            write_yaml(args.out, gathered, comm, dense, stage, stage_bytes, world, args, extra)
+            write_yaml(args.out, gathered, comm, dense, stage, stage_runs, world, extra)
         dist.barrier()
     finally:
         dist.destroy_process_group()
@@ -396,9 +432,36 @@ def _fit_points(points: list[dict], x: str, y: str) -> tuple[float, float]:
     return fit_latency_bandwidth(np.array([p[x] for p in points]), np.array([p[y] for p in points]))
 
 
+def fit_relative(points: list[dict], x: str, y: str) -> tuple[float, float]:
+    """Least squares of the relative error of secs = latency + bytes / bw (each point weighted 1 / its time), so
+    that a 4 KiB call's residual counts as much as a 4 MiB one's; (latency s ≥ 0, bandwidth bytes/s)."""
+    from scipy.optimize import nnls
+
+    xs, t = np.array([p[x] for p in points], dtype=float), np.array([p[y] for p in points], dtype=float)
+    w = 1.0 / np.maximum(t, 1e-9)
+    coef, _ = nnls(np.column_stack([np.ones_like(xs), xs]) * w[:, None], t * w)
+    return float(coef[0]), float(1.0 / max(coef[1], 1e-15))
+
+
+def lookup_weights(near: dict[str, float], near_bwd: dict[str, float]) -> dict[str, dict[str, float]]:
+    """`Topology.lookup_weights` from the lookup fits, in near-core bytes: per stage an id's cost (id_s ·
+    near_bandwidth). "dram" is written 0: the lookup grid and the measured jobs both replay a few batches, so
+    their rows mostly stay in the cache and what the grid's table-size term measures (page walks over large
+    tables, not LLC misses) moved held-out predictions further from the measured stages (see DRAM_NOTE)."""
+    return {stage: {"id_bytes": round(f["id_s"] * f["near_bandwidth"], 2), "dram": 0.0}
+            for stage, f in (("lookup", near), ("lookup_bwd", near_bwd))}
+
+
+DRAM_NOTE = ("dram = 0: with the grid's near / DRAM bandwidth ratio as the DRAM weight, the median step error on "
+             "the 24 validate-cost plans rose (2026-12-01, two calibrations and their validate-cost runs: 14%→22% "
+             "and 21%→23% without the id weight, 12%→18% and 17%→20% with it)")
+
+
 def write_yaml(out: str, lookups: list[list[dict]], comm: dict[str, list[dict]], dense: list[dict],
-               stage: dict[str, dict[str, float]], stage_bytes: dict, world: int, args: argparse.Namespace,
-               extra: dict[str, Any]) -> None:
+               stage: dict[str, dict[str, float]], stage_runs: dict, world: int, extra: dict[str, Any],
+               how: str = "") -> None:
+    """Fit every constant from the measurements and write the hardware YAML (the measurements go in its
+    `calibration` block, from which `--refit` fits again)."""
     from benchmarks.records import git_sha
 
     pts = [p for rank_points in lookups for p in rank_points]  # every rank's grid: concurrent measurements
@@ -407,27 +470,29 @@ def write_yaml(out: str, lookups: list[list[dict]], comm: dict[str, list[dict]],
         p["bwd_s"] = p["train_s"] - p["fwd_s"]
     bwd_call_s, bwd_bw = _fit_points(pts, "bytes", "bwd_s")
     mult = bw / bwd_bw
-    links = {op: _fit_points(points, "sent_bytes", "secs") for op, points in comm.items()}
-    opt_call_s, opt_bw = _fit_points(dense, "bytes", "secs")
+    links = {op: fit_relative(points, "sent_bytes", "secs") for op, points in comm.items()}
+    opt_call_s, opt_bw = fit_relative(dense, "bytes", "secs")
     llc = int(extra["llc"])
     near = fit_lookup(pts, llc)
     near_bwd = fit_lookup(pts, llc, "bwd_s")
+    weights = lookup_weights(near, near_bwd)
     fits = {"lookup fwd (c + near/bw + DRAM/bw)": (near["median_residual"], near["max_residual"]),
             "lookup bwd+update": (near_bwd["median_residual"], near_bwd["max_residual"]),
-            "lookup fwd (c + bytes/bw, the model's)": residual(pts, "bytes", "fwd_s", (call_s, bw)),
+            "lookup fwd (c + bytes/bw, no cache)": residual(pts, "bytes", "fwd_s", (call_s, bw)),
             "dense optimizer": residual(dense, "bytes", "secs", (opt_call_s, opt_bw)),
             **{f"gloo {op}": residual(comm[op], "sent_bytes", "secs", links[op]) for op in comm}}
     overhead = stage_overheads(stage)
-    stage_bw = stage_bandwidths(stage, stage_bytes["bytes"])
-    other = step_overhead(stage, stage_bytes["steps"])
+    stage_bytes = stage_plan_bytes(world, llc, weights)
+    stage_bw = stage_bandwidths(stage, stage_bytes)
+    other = step_overhead(stage, stage_runs["steps"], stage_runs.get("gaps"))
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     date = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     host = socket.gethostname()
-    how = f"benchmarks.calibrate on {host}, {date}, git {git_sha()}, {world} gloo ranks measuring at once"
+    how = how or f"benchmarks.calibrate on {host}, {date}, git {git_sha()}, {world} gloo ranks measuring at once"
     a2a_lat, a2a_bw = links["all_to_all"]
     data = {
-        "name": f"calibrated_{host}", "device": "cpu", "num_hosts": 1, "ranks_per_host": world,
-        "reserved_fraction": 0.15, "bwd_compute_multiplier": round(mult, 3),
+        "name": f"calibrated_{extra['machine'].get('host', host)}", "device": "cpu", "num_hosts": 1,
+        "ranks_per_host": world, "reserved_fraction": 0.15, "bwd_compute_multiplier": round(mult, 3),
         "tiers": [{"name": "ddr", "capacity": float(mem // world), "bandwidth": bw,
                    "source": f"{how}: 1/slope of the least-squares line FBGEMM TBE forward time = c + bytes/bw "
                              f"over rows of {[d * 4 for d in DIMS]} B × tables of {list(LLC_MULTIPLES)} × the LLC "
@@ -439,13 +504,15 @@ def write_yaml(out: str, lookups: list[list[dict]], comm: dict[str, list[dict]],
         "inter_host": {"bandwidth": 1.25e9, "latency": 50e-6,
                        "source": "not measured (one host): assumed 10 Gb/s Ethernet, as conf/hardware/dev_2core"},
         "collectives": {op: {"bandwidth": b, "latency": lat,
-                             "source": f"{how}: fit of gloo {op} time = latency + bytes sent per rank / bw, "
-                                       "4 KiB-4 MiB per rank (points below)"}
+                             "source": f"{how}: relative least squares of gloo {op} time = latency + bytes sent "
+                                       "per rank / bw, 4 KiB-4 MiB per rank (points below)"}
                         for op, (lat, b) in links.items()},
         "stage_overhead": overhead,
         "optimizer_bandwidth": opt_bw,
         "stage_bandwidth": stage_bw,
         "step_overhead": other,
+        "llc_bytes": llc,
+        "lookup_weights": weights,
         "machine": extra["machine"],
         "lookup_model": {"llc_bytes": llc, "forward": near, "backward": near_bwd,
                          "colocated_slowdown": round(float(extra["colocated"]["slowdown"]), 3),
@@ -455,24 +522,30 @@ def write_yaml(out: str, lookups: list[list[dict]], comm: dict[str, list[dict]],
                                    "largest DRAM-bound forward with every rank busy / rank 0 alone"},
         "fit_residuals": {k: {"median": round(a, 4), "max": round(b, 4)} for k, (a, b) in fits.items()},
         "sources": {"provenance": how, "date": date,
-                    "step_overhead": "median over the tiny plans of (uninstrumented step median − the sum of its "
-                                     "stage medians, max over ranks): loss, dense backward, framework",
+                    "step_overhead": "median over the tiny plans of the mean over ranks of (a rank's uninstrumented "
+                                     "step median − the sum of its stage medians): loss, dense backward, "
+                                     "framework",
                     "bwd_compute_multiplier": "slope of TBE (fwd+bwd with fused row-wise Adagrad − fwd) time over "
                                               "bytes / slope of fwd time, same grid "
                                               f"(backward per-call cost {bwd_call_s * 1e6:.0f} µs)",
+                    "llc_bytes": "the last-level cache (sysfs), shared by the host's tables in proportion to their "
+                                 "bytes (sharding.cost.CostModel.llc_miss)",
+                    "lookup_weights": "per lookup stage, from lookup_model's forward and backward fits: id_bytes "
+                                      f"= id_s · near_bandwidth; {DRAM_NOTE}",
                     "stage_overhead": "TorchRec stage medians (max over ranks) on tiny tables, bytes ≈ 0: base = "
-                                      "base = TW + RW − (TW+RW), "
-                                      "type = type − base, clamped at 0",
+                                      "TW + RW − (TW+RW), type = type − base, clamped at 0",
                     "stage_bandwidth": f"per type and stage: modelled bytes of a larger plan ({2 * world} tables "
-                                       f"{BIG}, DP: dp_rows) / (its stage median − the tiny plan's), both "
-                                       "measured in the same interleaved rounds (bytes and per-round medians "
-                                       "below); missing: no growth measured, microbenchmark figures used",
-                    "optimizer_bandwidth": "1/slope of TorchRec RowWiseAdagrad step time = c + parameter bytes/bw "
-                                           f"on dense (rows, 64) fp32 tables (c = {opt_call_s * 1e6:.0f} µs)"},
-        "calibration": {"phase_s": extra["phase_s"], "colocated": extra["colocated"], "lookups": pts, "collectives": comm, "dense_optimizer": dense,
-                        "torchrec_stages_s": stage, "torchrec_stage_bytes": stage_bytes["bytes"],
-                        "torchrec_stage_rounds_s": stage_bytes["rounds"],
-                        "torchrec_step_s": stage_bytes["steps"]},
+                                       f"{BIG}, DP: dp_rows; ids and row bytes that miss the LLC weighted by lookup_weights) "
+                                       "/ (its stage median − the tiny plan's), both measured in the same "
+                                       "interleaved rounds (bytes and per-round medians below); missing: no "
+                                       "growth measured, microbenchmark figures used",
+                    "optimizer_bandwidth": "1/slope of the relative least squares of TorchRec RowWiseAdagrad step "
+                                           f"time = c + parameter bytes/bw on dense (rows, 64) fp32 tables "
+                                           f"(c = {opt_call_s * 1e6:.0f} µs)"},
+        "calibration": {"phase_s": extra["phase_s"], "colocated": extra["colocated"], "lookups": pts,
+                        "collectives": comm, "dense_optimizer": dense, "torchrec_stages_s": stage,
+                        "torchrec_stage_bytes": stage_bytes, "torchrec_stage_rounds_s": stage_runs["rounds"],
+                        "torchrec_step_s": stage_runs["steps"], "torchrec_gap_s": stage_runs.get("gaps", {})},
     }
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -486,13 +559,29 @@ def write_yaml(out: str, lookups: list[list[dict]], comm: dict[str, list[dict]],
     print("fit residuals, |fitted − measured| / measured (median, max): " + "; ".join(
         f"{k} {100 * a:.0f}%, {100 * b:.0f}%" for k, (a, b) in fits.items()))
     print(f"lookups: near-core {near['near_bandwidth'] / 1e9:.1f} GB/s, DRAM {near['dram_bandwidth'] / 1e9:.1f} GB/s "
-          f"+ {near['call_s'] * 1e6:.0f} µs per call; co-located ranks {extra['colocated']['slowdown']:.2f}× "
-          f"slower than one alone; phases (s) {extra['phase_s']}; load {extra['machine'].get('loadavg')} → "
-          f"{extra['machine'].get('loadavg_end')}")
+          f"extra + {near['id_s'] * 1e9:.2f} ns per id + {near['call_s'] * 1e6:.0f} µs per call (backward: "
+          f"{near_bwd['near_bandwidth'] / 1e9:.1f}, {near_bwd['dram_bandwidth'] / 1e9:.1f} GB/s, "
+          f"{near_bwd['id_s'] * 1e9:.2f} ns, {near_bwd['call_s'] * 1e6:.0f} µs; LLC {llc / 2**20:.0f} MiB); co-located ranks "
+          f"{extra['colocated']['slowdown']:.2f}× slower than one alone; phases (s) {extra['phase_s']}; load "
+          f"{extra['machine'].get('loadavg')} → {extra['machine'].get('loadavg_end')}")
     print(f"lookup bandwidth {bw / 1e9:.2f} GB/s, backward multiplier {mult:.2f}, dense optimizer "
           f"{opt_bw / 1e9:.2f} GB/s, gloo " + ", ".join(f"{op} {lat * 1e6:.0f} µs + {b / 1e9:.2f} GB/s"
                                                    for op, (lat, b) in links.items())
           + f"; fixed per step of a TW plan {fixed * 1e3:.2f} ms, outside the stages {other * 1e3:.2f} ms -> {path}")
+
+
+def refit(src: str, out: str) -> None:
+    """Fit a calibrated YAML's stored measurements (its `calibration` block) again with this code's model, and
+    write the result to `out`: nothing is measured."""
+    data = yaml.safe_load(Path(src).read_text())
+    cal = data["calibration"]
+    extra = {"machine": data["machine"], "phase_s": cal["phase_s"], "colocated": cal["colocated"],
+             "llc": data["lookup_model"]["llc_bytes"]}
+    how = f"{data['sources']['provenance']}; refitted from {src} on {time.strftime('%Y-%m-%dT%H:%M:%S%z')}"
+    write_yaml(out, [cal["lookups"]], cal["collectives"], cal["dense_optimizer"], cal["torchrec_stages_s"],
+               {"rounds": cal["torchrec_stage_rounds_s"], "steps": cal["torchrec_step_s"],
+                "gaps": cal.get("torchrec_gap_s") or {}},
+               int(data["ranks_per_host"]), extra, how)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -505,8 +594,27 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=int, default=4,
                    help="interleaved rounds of the TorchRec stage plans (4: about 2 min in all for 2 ranks)")
     p.add_argument("--timeout", type=float, default=300.0, help="collective timeout (s)")
+    p.add_argument("--refit", default="", metavar="YAML", help="fit a calibrated file's stored measurements "
+                   "again with this version's model and write --out; measures nothing")
     p.add_argument("--rank-worker", action="store_true", help=argparse.SUPPRESS)
     return p
+
+
+def _refit_main(src: str, out: str) -> int:
+    """`--refit`: check the source file and --out, then fit again (one line and exit 2 on bad input)."""
+    try:
+        check_output_file(out, "--out")
+        data = yaml.safe_load(Path(src).read_text())
+        cal = data.get("calibration") if isinstance(data, dict) else None
+        need = ("lookups", "collectives", "dense_optimizer", "torchrec_stages_s", "torchrec_step_s")
+        if not isinstance(cal, dict) or any(k not in cal for k in need) or "lookup_model" not in data:
+            raise ValueError("it holds no calibration measurements (a file `dlrmbench calibrate` wrote has a "
+                             "`calibration` block and a `lookup_model`)")
+    except (OSError, ValueError, yaml.YAMLError) as e:
+        print(f"dlrmbench calibrate: error: --refit {src!r}: {one_line(e)}", file=sys.stderr)
+        return 2
+    refit(src, out)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -519,6 +627,8 @@ def main(argv: list[str] | None = None) -> int:
               f"0 < --timeout ≤ 604800 s; got {args.world_size}, {args.rows}, {args.repeats}, {args.rounds}, "
               f"{args.timeout}", file=sys.stderr)
         return 2
+    if args.refit:
+        return _refit_main(args.refit, args.out)
     if not args.rank_worker:
         from benchmarks.distributed.launch import check_world_size
 

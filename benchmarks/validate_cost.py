@@ -16,7 +16,12 @@ medians over steps (the statistic `benchmarks.calibrate` fits with): on a shared
 processes comes in bursts of seconds, which one round of a case can fall into. The table shows each case's
 spread over rounds (min–max of the per-round medians) and the median relative spread, the noise floor any
 error figure sits on.
+A last table splits each case's step into parts (forward lookup, backward + optimizer, collectives, outside the
+stages) measured and predicted, to show which term the model gets wrong.
 A `validation` record with those medians is appended next to the cases' own `distributed` records.
+`--rescore RUN_ID|latest` measures nothing: it prices an earlier run's cases (their plans and measured times in
+`--records`) on `--hardware` / `--model` and prints the same tables, so calibrations and model versions can be
+compared on the same measurements.
 """
 from __future__ import annotations
 
@@ -35,7 +40,8 @@ from benchmarks.perfmodel.cases import build_plan, run_label
 from benchmarks.perfmodel.machine import check_hardware_file, check_machine, loadavg
 from benchmarks.records import append_records, environment, git_sha, metric, new_run_id
 
-__all__ = ["main", "WORKLOADS", "build_cases", "error_table", "merge_rounds", "learned_predictions"]
+__all__ = ["main", "WORKLOADS", "build_cases", "error_table", "merge_rounds", "learned_predictions", "stage_table",
+           "stage_predictions"]
 
 WORKLOADS = {
     "small4": ["workload=smoke"],
@@ -114,8 +120,94 @@ def merge_rounds(rounds: list[list[dict]]) -> list[dict]:
                     "rank_measured": [float(np.median(v)) for v in zip(*ranks, strict=True)],
                     "rank_ours": [_ours_rank(first, k) for k in range(len(ranks[0]))],
                     "rank_torchrec": rank_values(first, "torchrec_predicted_rank_time") or None,
+                    "stages": {k: float(np.median([max(rank_values(r, k) or [0.0]) for r in recs]))
+                               for k in MEASURED_STAGES},
                     "world": int(first.get("world_size", len(ranks[0]))), "plan_dict": _plan_dict(first)})
     return out
+
+
+MEASURED_STAGES = ("input_dist", "lookup", "output_dist", "dense_backward", "output_dist_bwd", "lookup_bwd",
+                   "optimizer")
+# what the stage table compares: (name, measured stages, predicted parts of `CostModel.stage_breakdown`)
+STAGE_GROUPS = (("forward lookup", ("lookup",), ("lookup",)),
+                ("backward + optimizer", ("lookup_bwd", "optimizer"), ("lookup_bwd", "optimizer")),
+                ("collectives", ("input_dist", "output_dist", "output_dist_bwd"),
+                 ("input_dist", "output_dist", "output_dist_bwd", "fixed")),
+                ("outside the stages", ("outside",), ("outside",)))
+
+
+def stage_predictions(cases: list[dict], overrides: dict[str, list[str]], hardware: str) -> None:
+    """Fill each case's "stage_ours" (ms per part of `CostModel.stage_breakdown`) in place."""
+    from benchmarks.perfmodel.train import case_model
+
+    for c in cases:
+        if c.get("plan_dict") and c["case"] in overrides:
+            cost, plan, _ = case_model({"overrides": overrides[c["case"]], "world": c["world"],
+                                        "plan": c["plan_dict"]}, hardware)
+            c["stage_ours"] = {k: 1e3 * v for k, v in cost.stage_breakdown(plan).items()}
+
+
+def stage_table(cases: list[dict]) -> list[str]:
+    """Which part of the step our model gets wrong: per case measured / predicted ms of each part (measured: per
+    stage the max over ranks, median over rounds; "outside the stages" = step − Σ of those, dense backward
+    included), then per part the sums over cases and the median ratio predicted / measured."""
+    rows = [c for c in cases if c.get("stage_ours") and c.get("stages")]
+    if not rows:
+        return []
+    names = [g[0] for g in STAGE_GROUPS]
+    lines = ["| case | " + " | ".join(f"{n} ms (measured / ours)" for n in names) + " |",
+             "|---|" + "---:|" * len(names)]
+    tot: dict[str, list[tuple[float, float]]] = {n: [] for n in names}
+    for c in rows:
+        meas = dict(c["stages"])
+        meas["outside"] = c["measured"] - sum(v for k, v in c["stages"].items() if k != "dense_backward")
+        cells = []
+        for name, m_keys, p_keys in STAGE_GROUPS:
+            m, p = sum(meas.get(k, 0.0) for k in m_keys), sum(c["stage_ours"].get(k, 0.0) for k in p_keys)
+            tot[name].append((m, p))
+            cells.append(f"{m:.2f} / {p:.2f}")
+        lines.append(f"| {c['case'].replace(':', '/')} | " + " | ".join(cells) + " |")
+    lines.append("\nper part, over the cases: " + "; ".join(
+        f"{n} measured {sum(m for m, _ in v):.1f} ms, ours {sum(p for _, p in v):.1f} ms, median ratio "
+        f"{np.median([p / m for m, p in v if m > 0]):.2f}" for n, v in tot.items()) + "\n")
+    return lines
+
+
+def analytic_predictions(cases: list[dict], overrides: dict[str, list[str]], hardware: str) -> None:
+    """Refill each case's "ours" / "rank_ours" and TorchRec's estimates from its plan on `hardware` (in place):
+    `--rescore` prices measured runs with another calibration or another version of the model."""
+    from benchmarks.perfmodel.train import case_model
+    from sharding.torchrec_adapter import torchrec_estimate
+    from sharding.workload import PlanError
+
+    for c in cases:
+        if not c.get("plan_dict") or c["case"] not in overrides:
+            continue
+        cost, plan, _ = case_model({"overrides": overrides[c["case"]], "world": c["world"],
+                                    "plan": c["plan_dict"]}, hardware)
+        c["ours"] = 1e3 * cost.plan_cost(plan)
+        c["rank_ours"] = [1e3 * (r.elapsed - r.other) for r in cost.breakdown(plan)]
+        try:
+            est = torchrec_estimate(plan, cost.workload, cost.topology)
+            c["torchrec"], c["rank_torchrec"] = est["perf_ms"], list(est["perf_ms_per_rank"])
+        except (PlanError, ValueError, RuntimeError):
+            c["torchrec"], c["rank_torchrec"] = None, None
+
+
+def rescored_rounds(records_path: str, run_id: str) -> tuple[dict, list[list[dict]]]:
+    """(the validation record `run_id` or the latest full one, its case records grouped by job)."""
+    from benchmarks.perfmodel.train import read_records
+
+    recs = read_records(records_path)
+    vals = [r for r in recs if r.get("kind") == "validation" and (r["run_id"] == run_id if run_id != "latest"
+                                                                  else not r["config"].get("quick"))]
+    if not vals:
+        raise InputError(f"--rescore {run_id!r}: no such validation record in {records_path!r} (latest: the last "
+                         "full validate-cost run)")
+    val = vals[-1]
+    ids = val["case_run_ids"]
+    rounds = [[r for r in recs if r.get("kind") == "distributed" and r["run_id"] == i] for i in ids]
+    return val, [r for r in rounds if r]
 
 
 def learned_predictions(cases: list[dict], overrides: dict[str, list[str]], hardware: str, model: dict) -> None:
@@ -200,6 +292,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=int, default=20, help="timed steps per case and round")
     p.add_argument("--records", default="results/records.jsonl")
     p.add_argument("--timeout", type=float, default=300.0)
+    p.add_argument("--rescore", default="", metavar="RUN_ID", help="measure nothing: price the cases of an "
+                   "earlier validate-cost run in --records (its run id, or 'latest') with --hardware and --model "
+                   "and print the tables (nothing is written)")
     return p
 
 
@@ -230,6 +325,27 @@ def default_model(given: str) -> str:
         return given
     trained = Path("results/perfmodel/model.json")
     return str(trained) if trained.is_file() else ""
+
+
+def _rescore(records: str, run_id: str, hw: str, model: dict | None, model_path: str) -> int:
+    """`--rescore`: the tables of an earlier run's measurements, priced on `hw` (and `model`)."""
+    try:
+        val, per_round = rescored_rounds(records, run_id)
+    except (InputError, OSError) as e:
+        print(f"dlrmbench validate-cost: error: {one_line(e)}", file=sys.stderr)
+        return 2
+    cases = merge_rounds(per_round)
+    overrides = {c["case"]: WORKLOADS[c["case"].split(":")[0]] for c in cases}
+    analytic_predictions(cases, overrides, hw)
+    if model is not None:
+        learned_predictions(cases, overrides, hw, model)
+    stage_predictions(cases, overrides, hw)
+    lines, _ = error_table(cases)
+    print("\n".join(lines + stage_table(cases)))
+    print(f"rescored: validate-cost run {val['run_id']} ({val['time']}, measured with hardware "
+          f"{val['config']['hardware']!r}; load average before and after each round {val['loadavg']}) priced on "
+          f"{hw!r}, learned model {model_path or 'none'}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -279,6 +395,8 @@ def main(argv: list[str] | None = None) -> int:
                                                                   what="learned model")]
     for w in warnings:
         print(w, file=sys.stderr)
+    if args.rescore:
+        return _rescore(args.records, args.rescore, hw, model, model_path)
     rounds = 1 if args.quick else args.rounds
     overrides = [f"dist.hardware={hw}", "dist.model=embedding", "dist.mode=train"]
     overrides += ["dist.repeats=5", "dist.warmup=2"] if args.quick else [f"dist.repeats={args.repeats}"]
@@ -298,7 +416,9 @@ def main(argv: list[str] | None = None) -> int:
     cases = merge_rounds(per_round)
     if model is not None:
         learned_predictions(cases, case_overrides, hw, model)
+    stage_predictions(cases, case_overrides, hw)
     lines, med = error_table(cases)
+    lines += stage_table(cases)
     print("\n".join(lines))
     print(f"load average (1, 5, 15 min) before and after each round: {loads}; learned model: "
           f"{model_path or 'none'}; every case is held out of calibration and of the learned model's training")

@@ -197,28 +197,51 @@ class CostModel:
             self._memo[key] = self._shard_cost(t, st, rows, cols, tier, cache_fraction)
         return self._memo[key]  # type: ignore[return-value]
 
+    def llc_miss(self, t: TableSpec) -> float:
+        """Share of a table's row reads that miss the host's last-level cache (`Topology.llc_bytes`; 0 without
+        one): the LLC is shared by every table of the host in proportion to its bytes, so a table keeps the
+        fraction f = LLC / (all tables' bytes / hosts) of its rows and misses as a hot set of f·rows leaves
+        (`zipf_miss_rate`; uniform ids: 1 − f). Plan-independent, so shards stay additive for the optimizer."""
+        topo = self.topology
+        if not topo.llc_bytes:
+            return 0.0
+        key = ("llc", t.name)
+        if key not in self._memo:
+            host = sum(x.rows * x.dim * DTYPE_BYTES[x.dtype] for x in self.workload.tables) / topo.num_hosts
+            frac = min(1.0, topo.llc_bytes / max(host, 1.0))
+            self._memo[key] = (zipf_miss_rate(t.rows, t.access.alpha, frac) if t.access.kind == "zipf"
+                               else 1.0 - frac)
+        return self._memo[key]  # type: ignore[return-value]
+
     def _lookup_bytes(self, t: TableSpec, st: ShardingType, rows: int, cols: int, tier: str,
-                      cache_fraction: float) -> tuple[float, float]:
-        """(bytes served from tier 0, bytes gathered from `tier` on misses) of a shard's forward lookups."""
+                      cache_fraction: float) -> tuple[float, float, float]:
+        """(tier-0 bytes of a shard's forward lookups, of its backward, bytes gathered from `tier` on misses).
+        With `Topology.lookup_weights`, each id adds its "id_bytes" and each tier-0 row byte that misses the
+        last-level cache (`llc_miss`) its "dram" extra."""
         topo, wl = self.topology, self.workload
         lookups, bags = self._traffic(t, st, rows)
         if rows == 0:
             lookups = 0.0
         miss = 0.0 if tier == topo.fast.name else self.miss_rate(t, cache_fraction)
         gather = lookups * cols * DTYPE_BYTES[t.dtype]
-        return gather * (1 - miss) + lookups * wl.index_bytes + bags * cols * wl.output_bytes, gather * miss
+        rest = lookups * wl.index_bytes + bags * cols * wl.output_bytes
+        near, llc, lw = gather * (1 - miss), self.llc_miss(t), topo.lookup_weights
+        fwd, bwd = (rest + near * (1 + llc * lw.get(s, {}).get("dram", 0.0)) + lookups * lw.get(s, {}).get(
+            "id_bytes", 0.0) for s in ("lookup", "lookup_bwd"))
+        return fwd, bwd, gather * miss
 
     def _shard_cost(self, t: TableSpec, st: ShardingType, rows: int, cols: int, tier: str,
                     cache_fraction: float) -> ShardCost:
         topo, wl = self.topology, self.workload
-        fast, slow = self._lookup_bytes(t, st, rows, cols, tier, cache_fraction)
+        fast, fast_bwd, slow = self._lookup_bytes(t, st, rows, cols, tier, cache_fraction)
         slow_s = slow / topo.tier(tier).bandwidth
         fwd = fast / topo.stage_bw(st.short, "lookup", topo.fast.bandwidth) + slow_s
         bwd = 0.0
         if wl.train:
             fitted = st != ShardingType.DATA_PARALLEL and "lookup_bwd" in topo.stage_bandwidth.get(st.short, {})
-            bwd = (fast / topo.stage_bw(st.short, "lookup_bwd", 1.0) + slow_s * topo.bwd_compute_multiplier
-                   if fitted else fwd * topo.bwd_compute_multiplier)
+            bwd = (fast_bwd / topo.stage_bw(st.short, "lookup_bwd", 1.0) + slow_s * topo.bwd_compute_multiplier
+                   if fitted else (fast_bwd / topo.stage_bw(st.short, "lookup", topo.fast.bandwidth) + slow_s)
+                   * topo.bwd_compute_multiplier)
         opt = 0.0
         if st == ShardingType.DATA_PARALLEL and wl.train:
             opt = rows * cols * DTYPE_BYTES[t.dtype] / topo.stage_bw("DP", "optimizer", topo.dense_update_bandwidth)
@@ -373,6 +396,43 @@ class CostModel:
             rc.latency, rc.overhead, rc.other = latency, float(work[:, rc.rank].sum()), other
             rc.wait = max(0.0, step - other - rc.total)
         return ranks, step
+
+    def stage_breakdown(self, plan: ShardingPlan) -> dict[str, float]:
+        """The step split the way `benchmarks.distributed.stages` times it (seconds): "lookup", "lookup_bwd" (DP's
+        gradient all-reduce included) and "optimizer" the max over ranks of their work with its fixed part; the
+        collective stages "input_dist", "output_dist", "output_dist_bwd" the sum over sharding groups of the max
+        over ranks of what the stage sends, with their fixed part; "outside" `Topology.step_overhead`; "fixed"
+        collective latencies when no stage overheads are calibrated. Sums to about `plan_cost` (which takes the
+        max over ranks of a group's messages of one op together)."""
+        w = plan.world_size
+        work = np.zeros((3, w))
+        sent: dict[tuple[ShardingType, str], np.ndarray] = {}
+        held: dict[ShardingType, set[int]] = {}
+        for tp in plan.tables.values():
+            t, st = self.tables[tp.name], tp.sharding_type
+            for s in tp.shards:
+                c = self.shard_cost(t, st, s.rows, s.cols, s.tier, s.cache_fraction)
+                work[:, s.rank] += (c.fwd_compute, c.bwd_compute, c.optimizer)
+                held.setdefault(st, set()).add(s.rank)
+                for i, (p, _, secs) in enumerate(self.message_times(t, st, s.rows, s.cols)):
+                    sent.setdefault((st, self.message_stage(st, i, p)), np.zeros(w))[s.rank] += secs
+        latency, fixed = self._fixed(held, w)
+        work += fixed
+        out = dict(zip(("lookup", "lookup_bwd", "optimizer"), (float(x) for x in work.max(axis=1)), strict=True))
+        for k in ("input_dist", "output_dist", "output_dist_bwd"):
+            out[k] = 0.0
+        for (_, stage), v in sent.items():
+            out[stage] += float(v.max())
+        topo = self.topology
+        if topo.stage_overhead and w > 1:
+            for name in ["base", *(st.short for st in held)]:
+                for k in ("input_dist", "output_dist", "output_dist_bwd"):
+                    if k != "output_dist_bwd" or self.workload.train:
+                        out[k] += topo.stage_overhead.get(name, {}).get(k, 0.0)
+        else:
+            out["fixed"] = latency
+        out["outside"] = topo.step_overhead
+        return out
 
     def stage_seconds(self, plan: ShardingPlan) -> dict[str, dict[str, float]]:
         """Byte terms of the step per sharding type and TorchRec stage (fixed costs left out): lookups the max

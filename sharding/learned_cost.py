@@ -44,14 +44,16 @@ class LearnedModelError(ValueError):
 
 @dataclass(frozen=True)
 class LookupModel:
-    """The calibration's lookup fit: time = call + near bytes / near_bw + DRAM bytes / dram_bw, co-located
-    ranks `colocated` × slower than one alone. Without a calibrated one: the topology's tier-0 bandwidth."""
+    """The calibration's lookup fit: time = call + ids · id_s + bytes / near_bw + DRAM bytes / dram_bw (the
+    extra of row bytes that miss the LLC), co-located ranks `colocated` × slower than one alone. Without a
+    calibrated one: the topology's tier-0 bandwidth."""
 
     llc_bytes: float = 32 * 2**20
     call_s: float = 0.0
     near_bandwidth: float = 1e10
     dram_bandwidth: float = 1e10
     colocated: float = 1.0
+    id_s: float = 0.0
 
     @classmethod
     def from_hardware(cls, hardware: str | Path | None, topology: Topology) -> LookupModel:
@@ -65,8 +67,12 @@ class LookupModel:
                 f = lm["forward"]
                 return cls(float(lm.get("llc_bytes", cls.llc_bytes)), float(f["call_s"]),
                            float(f["near_bandwidth"]), float(f["dram_bandwidth"]),
-                           float(lm.get("colocated_slowdown", 1.0)))
+                           float(lm.get("colocated_slowdown", 1.0)), float(f.get("id_s", 0.0)))
         return cls(near_bandwidth=bw, dram_bandwidth=bw)
+
+    def kernel_s(self, ids: float, nbytes: float, dram_bytes: float) -> float:
+        """Seconds of one lookup kernel call of `ids` ids moving `nbytes`, `dram_bytes` of them from DRAM."""
+        return self.call_s + ids * self.id_s + nbytes / self.near_bandwidth + dram_bytes / self.dram_bandwidth
 
     def miss(self, rows: int, row_bytes: float, access: str, alpha: float) -> float:
         """Share of a table's row reads that go to DRAM: a hot set of the LLC's size holds the rest."""
@@ -102,10 +108,10 @@ def _plan_stats(cost: CostModel, plan: ShardingPlan, lm: LookupModel) -> tuple[d
         for s in tp.shards:
             lookups, bags = cost._traffic(t, st, s.rows)
             gather = lookups * s.cols * DTYPE_BYTES[t.dtype]
-            nb = lookups * wl.index_bytes + bags * s.cols * wl.output_bytes + gather * (1 - miss)
+            nb = lookups * wl.index_bytes + bags * s.cols * wl.output_bytes + gather
             near[s.rank] += nb
             dram[s.rank] += gather * miss
-            kernel[s.rank] += lm.call_s + nb / lm.near_bandwidth + gather * miss / lm.dram_bandwidth
+            kernel[s.rank] += lm.kernel_s(lookups, nb, gather * miss)
             shards[s.rank] += 1
             lookups_total += lookups
             comm_bytes += sum(m[2] + m[3] for m in cost.messages(t, st, s.rows, s.cols))

@@ -81,6 +81,11 @@ class Topology:
     `optimizer_bandwidth`: bytes/s of a dense optimizer step over replicated (DP) tables (0: tier 0 bandwidth).
     `step_overhead`: seconds per step outside the embedding stages (loss, the dense part's backward, zero_grad,
     the framework between stages), calibrated as a tiny plan's step time − the sum of its stages (0: unmeasured).
+    `llc_bytes` and `lookup_weights` (CPU ranks, from `dlrmbench calibrate`'s lookup grid): the host's last-level
+    cache, and per lookup stage ("lookup", "lookup_bwd") what the kernel's time is made of besides bytes, in
+    bytes of the same time: "id_bytes" per id looked up (the per-row cost a gather pays whatever its width) and
+    "dram", the extra cost of a row byte that misses the LLC per byte served near the core (the miss as a hot set
+    of the table's share of the LLC would leave: `CostModel.llc_miss`). Empty (the GPU presets): bytes only.
     """
 
     name: str
@@ -99,6 +104,8 @@ class Topology:
     optimizer_bandwidth: float = 0.0
     stage_bandwidth: dict[str, dict[str, float]] = field(default_factory=dict)
     step_overhead: float = 0.0
+    llc_bytes: float = 0.0
+    lookup_weights: dict[str, dict[str, float]] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict, compare=False)
 
     def __hash__(self) -> int:
@@ -132,6 +139,11 @@ class Topology:
                                 "must be ≥ 0")
         if any(v <= 0 for g in self.stage_bandwidth.values() for v in g.values()):
             raise TopologyError(f"topology {self.name!r}: stage bandwidths must be > 0")
+        lw = self.lookup_weights
+        if self.llc_bytes < 0 or set(lw) - {"lookup", "lookup_bwd"} or any(
+                set(v) - {"id_bytes", "dram"} or min(v.values(), default=0) < 0 for v in lw.values()):
+            raise TopologyError(f"topology {self.name!r}: llc_bytes must be ≥ 0 and lookup_weights map 'lookup' / "
+                                f"'lookup_bwd' to {{id_bytes, dram}} ≥ 0, got {self.llc_bytes}, {lw}")
 
     @property
     def world_size(self) -> int:
@@ -216,6 +228,7 @@ class Topology:
             "optimizer_bandwidth": self.optimizer_bandwidth,
             "stage_bandwidth": {k: dict(v) for k, v in self.stage_bandwidth.items()},
             "step_overhead": self.step_overhead,
+            "llc_bytes": self.llc_bytes, "lookup_weights": {k: dict(v) for k, v in self.lookup_weights.items()},
             "sources": dict(self.sources),
         }
 
@@ -276,6 +289,9 @@ class Topology:
                 stage_bandwidth={str(k): {str(s): float(x) for s, x in (v or {}).items()}
                                  for k, v in (d.get("stage_bandwidth") or {}).items()},
                 step_overhead=float(d.get("step_overhead", 0.0)),
+                llc_bytes=float(d.get("llc_bytes", 0.0)),
+                lookup_weights={str(k): {str(s): float(x) for s, x in (v or {}).items()}
+                                for k, v in (d.get("lookup_weights") or {}).items()},
                 sources={str(k): str(v) for k, v in (d.get("sources") or {}).items()},
             )
         except KeyError as e:

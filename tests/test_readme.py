@@ -19,7 +19,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
-COMMANDS = ("dlrmbench", "make", "python", "bash", "torchrun")
+COMMANDS = ("dlrmbench", "make", "python", "bash", "torchrun", "taskset")
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,18 @@ RUNS: dict[str, Run] = {
     "dlrmbench perfmodel evaluate": Run(setup=(f"dlrmbench perfmodel collect {COLLECT_TINY}",
                                                "dlrmbench perfmodel train"), slow=True),
     "dlrmbench validate-cost --quick": Run(extra="--repeats 2 --workloads small4", slow=True),
+    "dlrmbench validate-cost --rescore latest": Run(setup=("dlrmbench validate-cost --repeats 2 --rounds 1 "
+                                                           "--workloads small4",), slow=True),
+    "dlrmbench calibrate --refit results/hardware/calibrated.yaml --out results/hardware/refit.yaml":
+        Run(setup=(f"dlrmbench calibrate {CALIBRATE_TINY}",), slow=True),
+    "taskset -c 0 dlrmbench perfmodel collect --records results/perfmodel/one_core.jsonl --families 6 "
+    "--first-family 100 --kinds step": Run(instead="taskset -c 0 dlrmbench perfmodel collect --records "
+                                           "results/perfmodel/one_core.jsonl --families 1 --first-family 100 "
+                                           "--kinds step --repeats 2 --plans greedy_size,all_rw", slow=True),
+    "dlrmbench perfmodel evaluate --records results/perfmodel/one_core.jsonl":
+        Run(setup=(f"dlrmbench perfmodel collect {COLLECT_TINY}", "dlrmbench perfmodel train",
+                   "dlrmbench perfmodel collect --records results/perfmodel/one_core.jsonl --families 1 "
+                   "--first-family 100 --kinds step --repeats 2 --plans greedy_size,all_rw"), slow=True),
     "dlrmbench plan --tables smoke --hardware results/hardware/calibrated.yaml --ranks 2 --cost-model learned "
     "--out p.json": Run(setup=(f"dlrmbench calibrate {CALIBRATE_TINY}", f"dlrmbench perfmodel collect {COLLECT_TINY}",
                               "dlrmbench perfmodel train"), slow=True),
@@ -130,6 +142,8 @@ def readme_commands(text: str | None = None) -> list[str]:
 
 def _argv(cmd: str) -> list[str]:
     words = shlex.split(cmd.format(repo=REPO))
+    if words[0] == "taskset":  # taskset -c CPUS COMMAND: the command as it would run alone
+        return words[:3] + _argv(shlex.join(words[3:]))
     head = {"dlrmbench": [sys.executable, "-m", "benchmarks.cli"], "python": [sys.executable]}
     return head.get(words[0], [words[0]]) + words[1:]
 

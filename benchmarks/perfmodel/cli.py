@@ -14,6 +14,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from benchmarks.perfmodel.cases import COLLECT_PLANS, LAYOUTS, OPTIMIZERS
 
@@ -31,6 +32,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--hardware", default="", help="hardware YAML or preset (default: the calibrated file, "
                    "else dev_2core)")
     c.add_argument("--families", type=int, default=12, help="seeded workload families (× 7 plans each)")
+    c.add_argument("--first-family", type=int, default=0, help="seed of the first family (another range: "
+                   "workloads a model trained on 0 … N−1 never saw, e.g. to test transfer)")
     c.add_argument("--lookups", type=int, default=40, help="seeded lookup points (× 2 backends each)")
     c.add_argument("--world-size", type=int, default=2)
     c.add_argument("--repeats", type=int, default=10, help="timed steps (or calls) per case")
@@ -69,8 +72,9 @@ def _collect(a: argparse.Namespace) -> int:
     kinds = [k for k in a.kinds.split(",") if k]
     if not kinds or any(k not in ("lookup", "step") for k in kinds):
         return _fail(f"--kinds {a.kinds!r}: allowed lookup, step (comma-separated)")
-    if a.families < 0 or a.lookups < 0 or a.repeats < 1 or a.per_job < 1 or a.world_size < 2:
-        return _fail("needs --families ≥ 0, --lookups ≥ 0, --repeats ≥ 1, --per-job ≥ 1, --world-size ≥ 2")
+    if a.families < 0 or a.first_family < 0 or a.lookups < 0 or a.repeats < 1 or a.per_job < 1 or a.world_size < 2:
+        return _fail("needs --families ≥ 0, --first-family ≥ 0, --lookups ≥ 0, --repeats ≥ 1, --per-job ≥ 1, "
+                     "--world-size ≥ 2")
     plans = tuple(p for p in a.plans.split(",") if p)
     # a collected record keeps the plan it ran, so only plans made here qualify (ours/torchrec plan inside the job)
     allowed = tuple(p for p in (*OPTIMIZERS, *LAYOUTS) if p not in ("ours", "torchrec", "best_greedy"))
@@ -92,7 +96,7 @@ def _collect(a: argparse.Namespace) -> int:
         print(f"{n} lookup records written")
     if "step" in kinds:
         n, failed = collect_steps(a.records, a.families, a.world_size, hw, a.repeats, a.per_job, a.timeout,
-                                  machine, sha, plans)
+                                  machine, sha, plans, first=a.first_family)
         print(f"{n} step records written ({failed} jobs failed)")
         rc = 1 if failed else 0
     print(f"collection took {time.perf_counter() - t0:.0f} s")
@@ -151,15 +155,25 @@ def _evaluate(a: argparse.Namespace) -> int:
         print(w)
     if a.records:
         hw = a.hardware or model["provenance"].get("hardware") or _hardware("")
-        tab = step_table(read_records(a.records), hw)
+        records = read_records(a.records)
+        tab = step_table(records, hw)
         if not len(tab["y"]):
             return _fail(f"--records {a.records!r} holds no step records with plans")
-        learned = np.abs(np.exp(-(tab["y"] - predict_trees(model["step"], tab["x"]))) - 1)
-        analytic = np.abs(np.exp(-tab["y"]) - 1)
-        print(json.dumps({"records": a.records, "n": int(len(tab["y"])),
-                          "analytic_median": round(float(np.median(analytic)), 4),
-                          "learned_median": round(float(np.median(learned)), 4),
-                          "learned_p90": round(float(np.quantile(learned, 0.9)), 4)}))
+        theirs = next((r["machine"] for r in records if r.get("kind") == "step" and r.get("machine")), None)
+        if theirs:  # where the records were measured against where the model was trained
+            for w in check_machine(model.get("provenance", {}).get("machine"), theirs, what="learned model"):
+                print(f"{w} (the records' machine)")
+        out: dict[str, Any] = {"records": a.records, "hardware": hw, "n": int(len(tab["y"]))}
+        for kind, x, y in (("step", tab["x"], tab["y"]), ("rank", tab["xr"], tab["yr"])):
+            if model.get(kind) is None or not len(y):
+                continue
+            learned = np.abs(np.exp(-(y - predict_trees(model[kind], x))) - 1)
+            analytic = np.abs(np.exp(-y) - 1)
+            out.update({f"{kind}_analytic_median": round(float(np.median(analytic)), 4),
+                        f"{kind}_analytic_p90": round(float(np.quantile(analytic, 0.9)), 4),
+                        f"{kind}_learned_median": round(float(np.median(learned)), 4),
+                        f"{kind}_learned_p90": round(float(np.quantile(learned, 0.9)), 4)})
+        print(json.dumps(out))
     return 0
 
 

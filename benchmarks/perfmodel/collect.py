@@ -109,19 +109,22 @@ def _short(machine: dict[str, Any]) -> dict[str, Any]:
     return {k: machine.get(k) for k in ("cpu_model", "cores", "llc_bytes", "copy_bandwidth", "host")}
 
 
-def step_keys(n: int, world: int, plans: tuple[str, ...] = COLLECT_PLANS) -> list[tuple[str, int, str]]:
-    """(key, family seed, plan) of every step case of a collection, in the order they are run."""
-    return [(f"step/{seed}/{plan}/w{world}", seed, plan) for seed in range(n) for plan in plans]
+def step_keys(n: int, world: int, plans: tuple[str, ...] = COLLECT_PLANS, first: int = 0,
+              ) -> list[tuple[str, int, str]]:
+    """(key, family seed, plan) of every step case of a collection (families first … first + n − 1), in the
+    order they are run."""
+    return [(f"step/{seed}/{plan}/w{world}", seed, plan) for seed in range(first, first + n) for plan in plans]
 
 
 def collect_steps(path: str, n: int, world: int, hardware: str, repeats: int, per_job: int, timeout: float,
                   machine: dict[str, Any], sha: str, plans: tuple[str, ...] = COLLECT_PLANS,
-                  log=print) -> tuple[int, int]:  # noqa: ANN001
-    """Run the step cases of the first `n` families not yet in `path`; (records written, jobs that failed)."""
+                  log=print, first: int = 0) -> tuple[int, int]:  # noqa: ANN001
+    """Run the step cases of `n` families from seed `first` not yet in `path`; (records written, jobs that
+    failed)."""
     from benchmarks.distributed.jobs import metric_value, rank_values, run_cases
 
     done = done_keys(path)
-    todo = [(k, s, p) for k, s, p in step_keys(n, world, plans) if k not in done]
+    todo = [(k, s, p) for k, s, p in step_keys(n, world, plans, first) if k not in done]
     overrides = [*train_overrides(hardware), f"dist.repeats={repeats}", "dist.warmup=2"]
     wrote = failed = 0
     scratch = str(Path(path).with_suffix(".dist.jsonl"))

@@ -67,9 +67,17 @@ def bandwidth_probe(seconds: float = 1.0, mib: int = 64) -> float:
     return 2 * src.nbytes / best
 
 
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity: `taskset -c 0` gives 1 on a 2-core machine)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def fingerprint(probe_s: float = 1.0) -> dict[str, Any]:
     """This machine, as stored in a calibration file or a trained model's provenance."""
-    return {"cpu_model": cpu_model(), "cores": os.cpu_count() or 1, "llc_bytes": llc_bytes(),
+    return {"cpu_model": cpu_model(), "cores": usable_cores(), "llc_bytes": llc_bytes(),
             "memory_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
             "copy_bandwidth": round(bandwidth_probe(probe_s), -6), "loadavg": loadavg(),
             "host": platform.node()}

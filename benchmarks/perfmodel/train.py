@@ -122,8 +122,7 @@ def lookup_table(records: list[dict[str, Any]], lm: LookupModel) -> tuple[np.nda
         row_bytes = r["dim"] * 4
         miss = lm.miss(r["rows"], row_bytes, r["access"], r["alpha"] or 1.05)
         gather = r["ids"] * row_bytes
-        near = r["ids"] * 8 + r["batch"] * row_bytes + gather * (1 - miss)
-        fit = lm.call_s + near / lm.near_bandwidth + gather * miss / lm.dram_bandwidth
+        fit = lm.kernel_s(r["ids"], r["ids"] * 8 + r["batch"] * row_bytes + gather, gather * miss)
         xs.append([math.log(fit * 1e6), math.log(r["rows"]), r["dim"], math.log(r["batch"]), r["pooling"],
                    r["alpha"], r["rows"] * row_bytes / lm.llc_bytes, r["unique_rows"] / max(r["ids"], 1),
                    float(r["backend"] == "torch")])

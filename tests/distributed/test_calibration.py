@@ -24,15 +24,28 @@ def _grid() -> list[dict]:
     return pts
 
 
-def test_lookup_fit_recovers_near_and_dram_bandwidths() -> None:
+def test_lookup_fit_recovers_per_id_near_and_dram_costs() -> None:
     pts = _grid()
-    for p in pts:
-        near, dram = calibrate.lookup_terms(p, LLC)
-        p["fwd_s"] = 20e-6 + near / 50e9 + dram / 8e9
+    for i, p in enumerate(pts):  # two batch sizes per table: ids and bytes vary apart
+        p["ids"] *= 1 + (i % 3) / 2
+        ids, near, dram = calibrate.lookup_terms(p, LLC)
+        p["fwd_s"] = 20e-6 + ids * 3e-9 + near / 50e9 + dram / 8e9
     fit = calibrate.fit_lookup(pts, LLC)
     assert fit["near_bandwidth"] == pytest.approx(50e9, rel=1e-3)
     assert fit["dram_bandwidth"] == pytest.approx(8e9, rel=1e-3)
+    assert fit["id_s"] == pytest.approx(3e-9, rel=1e-3)
     assert fit["call_s"] == pytest.approx(20e-6, rel=1e-3) and fit["max_residual"] < 1e-6
+    w = calibrate.lookup_weights(fit, fit)
+    assert w["lookup"]["id_bytes"] == pytest.approx(150.0, rel=1e-3) and w["lookup_bwd"]["dram"] == 0.0
+
+
+def test_relative_fit_weighs_small_calls_like_large_ones() -> None:
+    pts = [{"b": b, "t": 100e-6 + b / 1e9} for b in (4e3, 64e3, 1e6, 4e6)]
+    pts[-1]["t"] *= 1.5  # one noisy large call: an absolute fit chases it, the relative one keeps the small ones
+    lat, bw = calibrate.fit_relative(pts, "b", "t")
+    rel = calibrate.residual(pts[:3], "b", "t", (lat, bw))[1]
+    ab = calibrate.residual(pts[:3], "b", "t", calibrate._fit_points(pts, "b", "t"))[1]
+    assert rel < ab and lat > 0
 
 
 def test_tables_beyond_the_cache_gather_from_dram_and_small_ones_do_not() -> None:
@@ -41,10 +54,10 @@ def test_tables_beyond_the_cache_gather_from_dram_and_small_ones_do_not() -> Non
     small["table_bytes"] = small["rows"] * 256
     big = dict(small, rows=calibrate.lookup_rows(64, 8.0, LLC, None))
     big["table_bytes"] = big["rows"] * 256
-    assert calibrate.lookup_terms(small, LLC)[1] == 0.0
-    assert calibrate.lookup_terms(big, LLC)[1] == pytest.approx(8192 * 256 * (1 - 1 / 8))
+    assert calibrate.lookup_terms(small, LLC)[2] == 0.0
+    assert calibrate.lookup_terms(big, LLC)[2] == pytest.approx(8192 * 256 * (1 - 1 / 8))
     hot = dict(big, access="zipf")
-    assert calibrate.lookup_terms(hot, LLC)[1] < calibrate.lookup_terms(big, LLC)[1]
+    assert calibrate.lookup_terms(hot, LLC)[2] < calibrate.lookup_terms(big, LLC)[2]
     assert calibrate.lookup_rows(16, 8.0, LLC, 5000) == 5000
 
 
@@ -76,3 +89,49 @@ def test_fingerprint_names_the_machine() -> None:
     fp = fingerprint(probe_s=0.05)
     assert fp["cores"] >= 1 and fp["copy_bandwidth"] > 0 and fp["cpu_model"] and len(fp["loadavg"]) == 3
     assert llc_bytes() > 0 and np.isfinite(fp["memory_bytes"])
+
+
+def _stored_calibration(path) -> None:
+    """A calibrated file's measurement block, made up: what `--refit` fits again."""
+    pts = _grid()
+    for p in pts:
+        ids, near, dram = calibrate.lookup_terms(p, LLC)
+        p.update(fwd_s=30e-6 + ids * 2e-9 + near / 100e9, train_s=2 * (30e-6 + ids * 2e-9 + near / 100e9),
+                 bytes=near)
+    comm = {op: [{"sent_bytes": b, "bytes_per_rank": b, "secs": 1e-4 + b / 1e9} for b in (4e3, 6e4, 1e6, 4e6)]
+            for op in ("all_to_all", "reduce_scatter", "all_gather", "all_reduce")}
+    dense = [{"rows": r, "bytes": r * 256, "secs": 5e-5 + r * 256 / 2e9} for r in calibrate.DENSE_ROWS]
+    tiny = {k: 1e-4 for k in calibrate.STAGE_KEYS}
+    stages = {k: dict(tiny) for k in calibrate.OVERHEAD_PLANS}
+    stages.update({f"{k}:big": {s: 1e-3 for s in calibrate.STAGE_KEYS} for k in ("TW", "RW", "CW", "TWRW", "DP")})
+    data = {"ranks_per_host": 2, "machine": {"cpu_model": "x", "cores": 2, "host": "h"},
+            "lookup_model": {"llc_bytes": LLC}, "sources": {"provenance": "made up"},
+            "calibration": {"phase_s": {}, "colocated": {"slowdown": 1.1}, "lookups": pts, "collectives": comm,
+                            "dense_optimizer": dense, "torchrec_stages_s": stages,
+                            "torchrec_step_s": {k: 2e-3 for k in stages}, "torchrec_stage_rounds_s": {}}}
+    path.write_text(yaml.safe_dump(data))
+
+
+def test_refit_fits_stored_measurements_again_with_the_models_own_bytes(tmp_path, capsys) -> None:
+    from sharding.topology import load_topology
+
+    src, out = tmp_path / "cal.yaml", tmp_path / "refit.yaml"
+    _stored_calibration(src)
+    assert calibrate.main(["--refit", str(src), "--out", str(out)]) == 0
+    topo = load_topology(str(out))
+    lw = topo.lookup_weights["lookup"]
+    assert lw["id_bytes"] == pytest.approx(2e-9 * 100e9, rel=1e-3) and lw["dram"] == 0.0 and topo.llc_bytes == LLC
+    nbytes = calibrate.stage_plan_bytes(2, LLC, topo.lookup_weights)["TW:big"]
+    assert topo.stage_bandwidth["TW"]["lookup"] == pytest.approx(nbytes["lookup"] / 0.9e-3)
+    assert topo.step_overhead == pytest.approx(2e-3 - 6e-4)
+    assert "refitted from" in out.read_text() and "fit residuals" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("content, message", [(None, "No such file"), ("device: cpu\n", "no calibration")])
+def test_refit_of_a_file_without_measurements_is_one_line(content, message, tmp_path, capsys) -> None:
+    src, out = tmp_path / "cal.yaml", tmp_path / "refit.yaml"
+    if content is not None:
+        src.write_text(content)
+    assert calibrate.main(["--refit", str(src), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1 and not out.exists()

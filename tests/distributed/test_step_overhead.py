@@ -37,3 +37,13 @@ def test_calibrated_step_overhead_is_the_median_gap_of_the_tiny_plans() -> None:
     steps = {k: 6e-4 + g for k, g in zip(OVERHEAD_PLANS, gaps, strict=True)}
     assert step_overhead(times, steps) == pytest.approx(2.5e-3)
     assert step_overhead(times, {}) == 0.0
+
+
+def test_per_rank_gaps_replace_the_sum_of_maxima_when_stored() -> None:
+    stages = ("input_dist", "lookup", "output_dist", "output_dist_bwd", "lookup_bwd", "optimizer")
+    times = {k: {s: 1e-4 for s in stages} for k in OVERHEAD_PLANS}  # max over ranks: Σ = 6e-4
+    steps = {k: 5e-4 for k in OVERHEAD_PLANS}  # below the sum of maxima: the old estimate is 0
+    gaps = {k: 1e-3 for k in OVERHEAD_PLANS}
+    gaps[OVERHEAD_PLANS[0]] = -1e-3  # one plan's noise: clamped at 0, and the median ignores it
+    assert step_overhead(times, steps) == 0.0
+    assert step_overhead(times, steps, gaps) == pytest.approx(1e-3)

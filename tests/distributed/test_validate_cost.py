@@ -57,3 +57,61 @@ def test_every_case_of_a_job_keeps_its_own_plan_file() -> None:
     assert len({plan_file(c["label"]) for c in cases}) == len(cases)
     keys = [k for k, _, _ in step_keys(3, 2)]
     assert len({plan_file(run_label(k)) for k in keys}) == len(keys)
+
+
+def test_stage_table_shows_which_part_of_the_step_the_model_misses() -> None:
+    stages = {"input_dist": 1.0, "lookup": 2.0, "output_dist": 0.5, "dense_backward": 0.3, "output_dist_bwd": 0.5,
+              "lookup_bwd": 3.0, "optimizer": 0.2}
+    ours = {"input_dist": 1.0, "lookup": 1.0, "output_dist": 0.5, "output_dist_bwd": 0.5, "lookup_bwd": 3.2,
+            "optimizer": 0.0, "outside": 1.0}
+    case = {"case": "w:p:w2", "measured": 9.0, "stages": stages, "stage_ours": ours}
+    lines = validate_cost.stage_table([case, {"case": "no_plan", "measured": 1.0}])
+    assert len(lines) == 4 and "w/p/w2" in lines[2]  # header, rule, one case (the one without a plan is left out)
+    assert "2.00 / 1.00" in lines[2]  # forward lookup: measured / ours
+    assert "3.20 / 3.20" in lines[2] and "1.80 / 1.00" in lines[2]  # backward + optimizer; outside = 9 − 7.2
+    assert "forward lookup measured 2.0 ms, ours 1.0 ms, median ratio 0.50" in lines[3]
+    assert validate_cost.stage_table([]) == []
+
+
+def test_collection_can_start_at_another_family() -> None:
+    from benchmarks.perfmodel.collect import step_keys
+
+    keys = step_keys(2, 2, ("all_rw",), first=100)
+    assert [s for _, s, _ in keys] == [100, 101] and keys[0][0] == "step/100/all_rw/w2"
+
+
+def _measured_run(tmp_path) -> str:
+    """A records file as validate-cost leaves it: one case measured in two jobs, then the validation record."""
+    import json
+
+    from benchmarks.perfmodel.cases import build_plan
+
+    plan = build_plan("all_rw", validate_cost.WORKLOADS["small4"], 2)
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    stages = dict.fromkeys(validate_cost.MEASURED_STAGES, 1.0)
+    recs = []
+    for run_id, step in (("j1", 9.0), ("j2", 11.0)):
+        metrics = [{"name": "step_time", "value": step}, {"name": "predicted_step_time", "value": 1.0}]
+        metrics += [{"name": k, "value": v, "rank": r} for r in (0, 1) for k, v in
+                    [("embedding_time", 6.0), *stages.items()]]
+        recs.append({"run_id": run_id, "kind": "distributed", "case": "small4:all_rw:w2", "world_size": 2,
+                     "plan": {"sharding_types": {"RW": 4}, "file": str(tmp_path / "plan.json")},
+                     "metrics": metrics})
+    recs.append({"run_id": "v", "time": "t", "kind": "validation", "config": {"quick": False, "hardware": "x"},
+                 "case_run_ids": ["j1", "j2"], "loadavg": [[1.0, 1.0, 1.0]]})
+    path = tmp_path / "records.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    return str(path)
+
+
+def test_rescore_prices_an_earlier_runs_measurements_on_another_calibration(tmp_path, capsys) -> None:
+    records = _measured_run(tmp_path)
+    assert validate_cost.main(["--rescore", "latest", "--records", records, "--hardware", "dev_2core",
+                               "--model", "none"]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("| small4/all_rw/w2 | RW4 | 10.00 | 9.0–11.0"))
+    ours = float(row.split("|")[5])
+    assert ours != 1.0 and ours > 0  # priced again on dev_2core, not the recorded prediction
+    assert "rescored: validate-cost run v" in out and "per part, over the cases" in out
+    assert validate_cost.main(["--rescore", "nope", "--records", records, "--model", "none"]) == 2
+    assert "--rescore 'nope'" in capsys.readouterr().err

@@ -103,7 +103,7 @@ def test_evaluate_prints_held_out_errors_and_importance(trained, capsys) -> None
     d, _ = trained
     assert perfmodel_main(["evaluate", "--model", str(d / "model.json"), "--records", str(d / "records.jsonl")]) == 0
     out = capsys.readouterr().out
-    assert "held-out |error|" in out and "step importance" in out and '"learned_median"' in out
+    assert "held-out |error|" in out and "step importance" in out and '"step_learned_median"' in out
 
 
 def test_a_file_of_another_feature_set_is_refused(tmp_path) -> None:
@@ -173,3 +173,22 @@ def test_collected_plans_are_resolved_before_the_job_and_kept() -> None:
     assert resolved_plan("all_rw", family(1), 2, HW) == build_plan("all_rw", family(1), 2)
     with pytest.raises(ValueError, match="planned in the job"):
         resolved_plan("ours", family(1), 2, HW)
+
+
+def test_evaluating_on_another_machines_records_warns_and_scores_steps_and_ranks(trained, tmp_path,
+                                                                                 capsys) -> None:
+    import json
+
+    d, _ = trained
+    lines = (d / "records.jsonl").read_text().splitlines()
+    other = tmp_path / "other.jsonl"
+    other.write_text("".join(json.dumps(dict(json.loads(x), machine={"cpu_model": "x", "cores": 1})) + "\n"
+                             for x in lines))
+    model = json.loads((d / "model.json").read_text())
+    model["provenance"]["machine"] = {"cpu_model": "x", "cores": 2}
+    (tmp_path / "m.json").write_text(json.dumps(model))
+    assert perfmodel_main(["evaluate", "--model", str(tmp_path / "m.json"), "--records", str(other)]) == 0
+    out = capsys.readouterr().out
+    assert "cores 2" in out and "(the records' machine)" in out
+    scores = json.loads(out.strip().splitlines()[-1])
+    assert {"step_learned_median", "rank_learned_median", "step_analytic_p90"} <= set(scores)

@@ -115,3 +115,75 @@ def test_fitted_stage_bandwidths_price_their_stages_and_round_trip() -> None:
         replace(topo, stage_bandwidth={"TW": {"lookup": 0.0}})
     with pytest.raises(TopologyError, match="stages"):
         replace(topo, stage_bandwidth={"TW": {"gather": 1e9}})
+
+
+def _one_table(rows: int, access: AccessSpec, weights: dict, llc: float = 32 * 2**20) -> tuple[CostModel, TableSpec]:
+    from dataclasses import replace
+
+    t = TableSpec("a", rows, 64, access=access)
+    topo = replace(topology(1, 2, 8.0), llc_bytes=llc, lookup_weights=weights)
+    return CostModel(PlanWorkload((t,), 512), topo), t
+
+
+def test_an_id_weight_adds_the_same_bytes_per_id_whatever_the_table() -> None:
+    from dataclasses import replace
+
+    import pytest
+
+    tw, uni = ShardingType.TABLE_WISE, AccessSpec("uniform")
+    plain, t = _one_table(100_000, uni, {})
+    ided, _ = _one_table(100_000, uni, {"lookup": {"id_bytes": 500.0, "dram": 0.0}})
+    unit = {s: 1.0 for s in ("lookup", "lookup_bwd")}
+    for c in (plain, ided):  # bandwidth 1: the modelled bytes
+        c.topology = replace(c.topology, stage_bandwidth={"TW": unit})
+    ids = 2 * 512 * t.pooling.expected
+    extra = ided.shard_cost(t, tw, t.rows, t.dim, "hbm").fwd_compute - plain.shard_cost(t, tw, t.rows, t.dim,
+                                                                                          "hbm").fwd_compute
+    assert extra == pytest.approx(500.0 * ids)
+    # the backward has no weight of its own here: unchanged
+    assert ided.shard_cost(t, tw, t.rows, t.dim, "hbm").bwd_compute == pytest.approx(
+        plain.shard_cost(t, tw, t.rows, t.dim, "hbm").bwd_compute)
+
+
+def test_a_dram_weight_prices_tables_beyond_the_cache_and_spares_small_or_hot_ones() -> None:
+    tw, w = ShardingType.TABLE_WISE, {"lookup": {"id_bytes": 0.0, "dram": 3.0}}
+    small, ts = _one_table(10_000, AccessSpec("uniform"), w)  # 2.5 MB: in a 32 MiB LLC
+    big, tb = _one_table(10_000_000, AccessSpec("uniform"), w)
+    hot, th = _one_table(10_000_000, AccessSpec("zipf", 1.2), w)
+    assert small.llc_miss(ts) == 0.0 and 0.9 < big.llc_miss(tb) < 1.0 and hot.llc_miss(th) < big.llc_miss(tb)
+    nodram, _ = _one_table(10_000_000, AccessSpec("uniform"), {})
+    assert nodram.llc_miss(tb) == big.llc_miss(tb)  # the miss is the cache's; the weight prices it
+    cost = {c: c.shard_cost(t, tw, t.rows, t.dim, "hbm").fwd_compute for c, t in ((big, tb), (hot, th),
+                                                                                  (nodram, tb))}
+    assert cost[big] > cost[hot] > cost[nodram]
+    no_llc, _ = _one_table(10_000_000, AccessSpec("uniform"), w, llc=0.0)
+    assert no_llc.llc_miss(tb) == 0.0
+
+
+def test_lookup_weights_round_trip_and_bad_ones_are_named() -> None:
+    from dataclasses import replace
+
+    import pytest
+
+    from sharding.topology import Topology, TopologyError
+
+    topo = replace(topology(1, 2, 8.0), llc_bytes=2**25, lookup_weights={"lookup": {"id_bytes": 400.0,
+                                                                                     "dram": 2.0}})
+    assert Topology.from_dict(topo.to_dict()) == topo
+    with pytest.raises(TopologyError, match="lookup_weights"):
+        replace(topo, lookup_weights={"gather": {"id_bytes": 1.0}})
+    with pytest.raises(TopologyError, match="lookup_weights"):
+        replace(topo, lookup_weights={"lookup": {"id_bytes": -1.0}})
+
+
+def test_stage_breakdown_splits_the_step_into_what_the_harness_times() -> None:
+    import pytest
+
+    cost, plan = _two_table_plan(on_rank_zero=False)
+    parts = cost.stage_breakdown(plan)
+    assert set(parts) == {"lookup", "lookup_bwd", "optimizer", "input_dist", "output_dist", "output_dist_bwd",
+                          "outside"}
+    busy = cost.breakdown(plan)[0]
+    assert parts["lookup"] == pytest.approx(busy.fwd_compute + 3e-4)  # the TW lookup's fixed cost
+    assert parts["input_dist"] >= 1e-3 + 2e-3  # base + TW fixed parts
+    assert sum(parts.values()) == pytest.approx(cost.plan_cost(plan), rel=0.02)

@@ -115,3 +115,24 @@ def test_rescore_prices_an_earlier_runs_measurements_on_another_calibration(tmp_
     assert "rescored: validate-cost run v" in out and "per part, over the cases" in out
     assert validate_cost.main(["--rescore", "nope", "--records", records, "--model", "none"]) == 2
     assert "--rescore 'nope'" in capsys.readouterr().err
+
+
+def test_compare_plans_rounds_pair_each_plan_with_ours_within_a_round():
+    """A busy round slows every plan in it: the paired ratio to ours stays put while the raw step times move,
+    and a plan identical to ours is marked as the noise gauge."""
+    from benchmarks.compare_plans import _rounds_table
+
+    def plan(types):
+        return {"tables": {f"t{i}": {"sharding_type": t, "shards": [[i % 2]]} for i, t in enumerate(types)}}
+
+    cases = [{"label": "ours", "plan": plan(["table_wise"] * 2)},
+             {"label": "torchrec", "plan": plan(["column_wise"] * 2)},
+             {"label": "best_greedy", "plan": plan(["table_wise"] * 2)}]
+    steps = [{"ours": 10.0, "torchrec": 12.0, "best_greedy": 10.5},  # a quiet round
+             {"ours": 30.0, "torchrec": 36.0, "best_greedy": 29.0}]  # everything 3x slower
+    per_round = [{k: {"metrics": [{"name": "step_time", "value": v}], "plan": {"sharding_types": {"TW": 2}}}
+                  for k, v in r.items()} for r in steps]
+    rows = {line.split(" |")[0].lstrip("| "): line for line in _rounds_table(cases, per_round)[2:]}
+    assert "1.200 (1.200–1.200) | 2/2" in rows["torchrec"]  # paired: the same 1.2 in both rounds
+    assert "20.00 (10.00–30.00)" in rows["ours"]  # raw: medians over rounds move 3x
+    assert "best_greedy (same plan as ours)" in rows and "1/2" in rows["best_greedy (same plan as ours)"]

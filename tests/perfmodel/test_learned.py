@@ -156,13 +156,14 @@ def test_plan_with_the_learned_cost_model_writes_the_candidate_it_rates_fastest(
 
 
 def test_compare_plans_adds_the_learned_models_choice_as_a_plan_to_run(trained) -> None:
-    from benchmarks.compare_plans import _learned_case
+    from benchmarks.compare_plans import PLANNERS, _planned_cases
     from sharding.plan import ShardingPlan
 
     d, _ = trained
-    case = _learned_case(["workload=smoke", "dist.mode=train"], HW, 2, str(d / "model.json"))
-    plan = ShardingPlan.from_dict(case["plan"])
-    assert case["label"] == f"learned:{plan.meta['learned_choice']['chosen']}" and plan.world_size == 2
+    cases = _planned_cases(["workload=smoke", "dist.mode=train"], HW, 2, str(d / "model.json"))
+    assert [c["label"] for c in cases[:-1]] == list(PLANNERS)  # every plan made once, before any round runs
+    plan = ShardingPlan.from_dict(cases[-1]["plan"])
+    assert cases[-1]["label"] == f"learned:{plan.meta['learned_choice']['chosen']}" and plan.world_size == 2
 
 
 def test_collected_plans_are_resolved_before_the_job_and_kept() -> None:

@@ -41,16 +41,27 @@ def table_plan(t: TableSpec, st: ShardingType, ranks: list[int], tier: str, cach
                ) -> TablePlan:
     """The shards of table `t` for sharding type `st` on `ranks` (CW: one rank per column block; RW/TWRW: one
     rank per row block; DP: every rank), all in `tier`."""
-    cf = cache_fraction
+    new, put = object.__new__, object.__setattr__  # `Shard.fast` inlined: plans of 10^5 row-wise shards
+    alike: dict[tuple[int, int, str, float], list[int]] = {}  # `TablePlan.alike`, filled on the way
 
-    def mk(rank: int, r0: int, r1: int, c0: int, c1: int) -> Shard:
-        return Shard.fast(rank, r0, r1, c0, c1, tier, cf)
+    def shards_of(blocks: list[tuple[int, int, int, int, int]]) -> tuple[Shard, ...]:
+        out = []
+        for rank, r0, r1, c0, c1 in blocks:
+            s = new(Shard)
+            put(s, "__dict__", {"rank": rank, "row_start": r0, "row_end": r1, "col_start": c0, "col_end": c1,
+                                "tier": tier, "cache_fraction": cache_fraction})
+            out.append(s)
+            alike.setdefault((r1 - r0, c1 - c0, tier, cache_fraction), []).append(rank)
+        return tuple(out)
 
     if st in (ShardingType.TABLE_WISE, ShardingType.DATA_PARALLEL):
-        shards = tuple(mk(r, 0, t.rows, 0, t.dim) for r in ranks)
+        shards = shards_of([(r, 0, t.rows, 0, t.dim) for r in ranks])
     elif st == ShardingType.COLUMN_WISE:
         w = t.dim // len(ranks)
-        shards = tuple(mk(r, 0, t.rows, i * w, (i + 1) * w) for i, r in enumerate(ranks))
+        shards = shards_of([(r, 0, t.rows, i * w, (i + 1) * w) for i, r in enumerate(ranks)])
     else:
-        shards = tuple(mk(r, a, b, 0, t.dim) for r, (a, b) in zip(ranks, row_ranges(t.rows, len(ranks)), strict=False))
-    return TablePlan(t.name, st, shards)
+        shards = shards_of([(r, a, b, 0, t.dim)
+                            for r, (a, b) in zip(ranks, row_ranges(t.rows, len(ranks)), strict=False)])
+    plan = TablePlan(t.name, st, shards)
+    object.__setattr__(plan, "_alike", alike)  # what `alike` would compute from these shards
+    return plan

@@ -54,8 +54,9 @@ class Shard:
         """`Shard(...)` without the frozen dataclass's per-field `__init__` (the optimizer builds plans of 10^5
         row-wise shards; this takes a third of the time)."""
         s = object.__new__(cls)
-        s.__dict__.update(rank=rank, row_start=row_start, row_end=row_end, col_start=col_start, col_end=col_end,
-                          tier=tier, cache_fraction=cache_fraction)
+        object.__setattr__(s, "__dict__", {"rank": rank, "row_start": row_start, "row_end": row_end,
+                                           "col_start": col_start, "col_end": col_end, "tier": tier,
+                                           "cache_fraction": cache_fraction})
         return s
 
     @property

@@ -209,9 +209,11 @@ class Loads(Bins):
     @staticmethod
     def _rest(top: tuple[np.ndarray, np.ndarray], a: int, bs: np.ndarray) -> np.ndarray:
         """(K, n): per row, the max over ranks other than a and bs[j]."""
-        idx, vals = top
-        ok = [(idx[:, i:i + 1] != a) & (idx[:, i:i + 1] != bs[None, :]) for i in range(3)]
-        return np.where(ok[0], vals[:, :1], np.where(ok[1], vals[:, 1:2], np.where(ok[2], vals[:, 2:3], 0.0)))
+        idx, vals = top  # per row, the first two of its top three that are not rank a (ranks are distinct):
+        a0, a01 = idx[:, 0] == a, (idx[:, 0] == a) | (idx[:, 1] == a)  # bs[j] is the first of them, or it is not
+        first, v0 = np.where(a0, idx[:, 1], idx[:, 0]), np.where(a0, vals[:, 1], vals[:, 0])
+        v1 = np.where(a01, vals[:, 2], vals[:, 1])
+        return np.where(bs[None, :] == first[:, None], v1[:, None], v0[:, None])
 
     def move_scores(self, top: tuple[np.ndarray, np.ndarray], a: int, g: int, vec: np.ndarray,
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -23,7 +23,7 @@ import math
 import numpy as np
 
 from embedding.spec import DTYPE_BYTES, TableSpec
-from sharding.cost import ShardCost
+from sharding.cost import ShardCost, _adder
 from sharding.plan import ShardingPlan, ShardingType
 from sharding.topology import Topology
 from sharding.workload import PlanWorkload
@@ -119,11 +119,7 @@ class TorchRecCostModel:
         for tp in plan.tables.values():
             t = self.tables[tp.name]
             for (rows, cols, tier, cf), where in tp.alike().items():
-                v = self.shard_cost(t, tp.sharding_type, rows, cols, tier, cf).total
-                if len(where) == 1:
-                    loads[where[0]] += v
-                else:
-                    np.add.at(loads, where, v)
+                _adder(where)(loads, self.shard_cost(t, tp.sharding_type, rows, cols, tier, cf).total)
         return loads
 
     def plan_cost(self, plan: ShardingPlan) -> float:

@@ -335,6 +335,7 @@ def _nmp_speedup(spec, pool, n: int) -> tuple[float, str]:
 
 
 def _whatif(cfg: ServeAppConfig, spec, setup) -> int:
+    import json
     from dataclasses import replace
 
     import numpy as np
@@ -366,11 +367,21 @@ def _whatif(cfg: ServeAppConfig, spec, setup) -> int:
         print("  " + _line(f"measured {int(frac * 100)}%", p), flush=True)
     model = ServiceModel.fit(np.array([n for x in stats for n in x.batch_samples]),
                              np.array([t for x in stats for t in x.service_s]))
+    iid = replace(model)
+    model.with_trace([(np.array(x.start_s), np.array(x.batch_samples), np.array(x.service_s)) for x in stats])
+    raw = Path(s.log_dir) / run_id / "server_records.json"
+    raw.write_text(json.dumps([{"qps": p["scheduled_qps"], "queries": int(p["queries"]), "p50_ms": p["p50_ms"],
+                                "p99_ms": p["p99_ms"], "mean_latency_ms": p["mean_latency_ms"],
+                                **{k: getattr(x, k) for k in ("batch_samples", "service_s", "start_s", "dispatch_s",
+                                                              "complete_s", "sojourn_s")}}
+                               for p, x in zip(measured, stats, strict=True)]))
     gaps = [1e-3 * (p["mean_latency_ms"] - p["sojourn_ms_mean"]) for p in measured]
     issue = float(np.average(gaps, weights=[len(x.sojourn_s) for x in stats]))
     path = PathModel.from_stats(stats, issue=issue)
-    print(f"service model: {model.sizes.size} measured batches resampled by size (the {model.neighbours} nearest in "
-          f"size; a line {1e3 * model.a:.2f} ms + {1e6 * model.b:.1f} us/sample bridges sizes); path outside "
+    print(f"service model: {model.sizes.size} measured batches in their measured time order (a line "
+          f"{1e3 * model.a:.2f} ms + {1e6 * model.b:.1f} us/sample times the slowdown of the measured batch at the "
+          f"same point of the runs' {model.period:.1f} s timeline, from a random offset per simulated run); the "
+          f"i.i.d. variant (the {model.neighbours} nearest in size) shown beside it; path outside "
           f"service resampled from the same runs' records: dispatch lag of {path.dispatch.size} batches (median "
           f"{1e3 * np.median(path.dispatch):.3f} ms, p99 {1e3 * np.percentile(path.dispatch, 99):.3f}), completion "
           f"path of {path.complete.size} queries (median {1e3 * np.median(path.complete):.3f} ms, p99 "
@@ -381,11 +392,15 @@ def _whatif(cfg: ServeAppConfig, spec, setup) -> int:
     for p in measured:
         sim = simulate_runs(s.server, p["scheduled_qps"], setup.queries.sizes, model, int(p["queries"]),
                             percentiles=(50, 99), path=path)
+        flat = simulate_runs(s.server, p["scheduled_qps"], setup.queries.sizes, iid, int(p["queries"]),
+                             percentiles=(50, 99), path=path)
         table.append({"qps": p["scheduled_qps"], "queries": int(p["queries"]), "verdict": p["verdict"],
                       "measured_p50_ms": p["p50_ms"], "model_p50_ms": sim["p50_ms"],
                       "model_p50_band_ms": sim["p50_band_ms"], "measured_p99_ms": p["p99_ms"],
                       "model_p99_ms": sim["p99_ms"], "model_p99_band_ms": sim["p99_band_ms"],
-                      "p99_error": sim["p99_ms"] / p["p99_ms"] - 1, "loadavg": p["loadavg"][0]})
+                      "p99_error": sim["p99_ms"] / p["p99_ms"] - 1, "loadavg": p["loadavg"][0],
+                      "iid_p50_ms": flat["p50_ms"], "iid_p99_ms": flat["p99_ms"],
+                      "iid_p99_band_ms": flat["p99_band_ms"]})
     trusted, labels = trust_verdict(table)
     errors = [r["p99_error"] for r in table]
     for r, lab in zip(table, labels, strict=True):
@@ -394,7 +409,9 @@ def _whatif(cfg: ServeAppConfig, spec, setup) -> int:
               f"median of 21 runs of that length, 5–95% band of single runs): p50 {r['model_p50_ms']:.2f} "
               f"[{r['model_p50_band_ms'][0]:.2f}–{r['model_p50_band_ms'][1]:.2f}] vs {r['measured_p50_ms']:.2f} ms; "
               f"p99 {r['model_p99_ms']:.2f} [{r['model_p99_band_ms'][0]:.1f}–{r['model_p99_band_ms'][1]:.1f}] vs "
-              f"{r['measured_p99_ms']:.2f} ms: {lab} (loadavg {r['loadavg']:.2f})", flush=True)
+              f"{r['measured_p99_ms']:.2f} ms: {lab}; i.i.d. variant p50 {r['iid_p50_ms']:.2f}, p99 "
+              f"{r['iid_p99_ms']:.2f} [{r['iid_p99_band_ms'][0]:.1f}–{r['iid_p99_band_ms'][1]:.1f}] "
+              f"(loadavg {r['loadavg']:.2f})", flush=True)
     print(f"trust verdict: model {'TRUSTED' if trusted else 'NOT trusted'} on this run (rule: model p99 within 15% "
           f"of measured p99 at all three loads, 40/70/90% of the Offline capacity)", flush=True)
     grid = [n for n in (16, 32, 64, 128, 256, 512) if n <= setup.pool.samples // 2]

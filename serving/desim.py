@@ -8,6 +8,13 @@ size), scaled from that batch's size to n by a least-squares line a + b·n. The 
 workers and the machine's load included, is the measured one; the line only bridges sizes. It is trusted for
 what-ifs only after `simulate_runs` reproduces measured p99 at several loads.
 
+Time order (`ServiceModel.with_trace`): on a shared 2-core machine slow batches come in spells (another process
+holds a core for a while), and i.i.d. draws break those spells up, which shortens the queue's tail. With the
+measured batches' start times, each measured batch gives a slowdown, its time ÷ the line at its size, on the
+runs' own timeline (the runs laid end to end); a simulated batch starting at time t takes the slowdown of the
+measured batch last started before (offset + t) on that timeline, offset uniform at random per simulated run
+(a block bootstrap of the measured slowdown process), times the line at its own size.
+
 Like a LoadGen run, `simulate_runs` serves a run of the measured run's length from an empty queue and takes the
 percentile over all its queries (no warm-up dropped), the median over replications.
 
@@ -91,6 +98,12 @@ class ServiceModel:
     neighbours: int = 32
     embedding_share: Callable[[int], float] | None = None
     embedding_speedup: float = 1.0
+    trace_t: np.ndarray | None = None
+    """time order: measured batches' start times on the runs' joint timeline (s), ascending"""
+    trace_f: np.ndarray | None = None
+    """their slowdowns: measured time ÷ the line at their size"""
+    period: float = 0.0
+    """the joint timeline's length (s)"""
 
     @classmethod
     def fit(cls, samples: np.ndarray, seconds: np.ndarray, neighbours: int = 32) -> ServiceModel:
@@ -109,16 +122,38 @@ class ServiceModel:
         """A deterministic service of `seconds` per batch whatever its size (for checks against M/D/c)."""
         return cls(a=seconds, b=0.0, sizes=np.ones(1), seconds=np.full(1, seconds))
 
+    def with_trace(self, runs: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> ServiceModel:
+        """Time order from measured runs, each (batch start times s, batch samples, service seconds)."""
+        ts, fs, shift = [], [], 0.0
+        for start, n, sec in runs:
+            start, n, sec = (np.asarray(x, float) for x in (start, n, sec))
+            if start.size == 0:
+                continue
+            order = np.argsort(start, kind="stable")
+            t = start[order] - start[order][0]
+            ts.append(t + shift)
+            fs.append(sec[order] / np.maximum(self.a + self.b * n[order], 1e-12))
+            shift += float(t[-1] + sec[order][-1])
+        if not ts:
+            raise ValueError("no measured batches to take the time order from")
+        self.trace_t, self.trace_f, self.period = np.concatenate(ts), np.concatenate(fs), shift
+        return self
+
     def _line(self, n: float) -> float:
         return self.a + self.b * n
 
-    def draw(self, n: int, rng: np.random.Generator) -> float:
-        k = self.sizes.size
-        m = min(self.neighbours, k)
-        i = int(np.searchsorted(self.sizes, n))
-        lo = min(max(0, i - m // 2), k - m)
-        j = lo + int(rng.integers(m))
-        t = float(self.seconds[j]) * self._line(n) / max(self._line(self.sizes[j]), 1e-12)
+    def draw(self, n: int, rng: np.random.Generator, at: float | None = None) -> float:
+        """A service time for a batch of n samples; `at`: its start on the joint timeline (time order)."""
+        if self.trace_t is not None and at is not None:
+            j = max(0, int(np.searchsorted(self.trace_t, at % self.period, side="right")) - 1)
+            t = float(self.trace_f[j]) * self._line(n)
+        else:
+            k = self.sizes.size
+            m = min(self.neighbours, k)
+            i = int(np.searchsorted(self.sizes, n))
+            lo = min(max(0, i - m // 2), k - m)
+            j = lo + int(rng.integers(m))
+            t = float(self.seconds[j]) * self._line(n) / max(self._line(self.sizes[j]), 1e-12)
         if self.embedding_share is not None and self.embedding_speedup != 1.0:
             e = self.embedding_share(n)
             t *= 1 - e + e / self.embedding_speedup
@@ -158,6 +193,7 @@ def simulate(server: ServerConfig, qps: float, sizes: np.ndarray, service: Servi
     env = simpy.Environment()
     rng = np.random.default_rng(seed)
     gaps = (arrivals or Arrivals()).gaps(qps, queries, rng)
+    offset = float(rng.uniform(0, service.period)) if service.trace_t is not None else 0.0
     dq: deque[Piece] = deque()
     arrived = [env.event()]
     finished = [False]
@@ -209,7 +245,8 @@ def simulate(server: ServerConfig, qps: float, sizes: np.ndarray, service: Servi
                         yield arrived[0] | env.timeout(left)
             if path is not None:
                 yield env.timeout(path.draw_dispatch(rng))
-            yield env.timeout(service.draw(sum(p.n for p in batch), rng))
+            at = offset + env.now if service.trace_t is not None else None
+            yield env.timeout(service.draw(sum(p.n for p in batch), rng, at))
             for p in batch:
                 p.request.pieces_left -= 1
                 if p.request.pieces_left == 0:

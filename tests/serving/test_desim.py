@@ -182,3 +182,27 @@ def test_trust_verdict_needs_every_point_within_15_percent_and_says_when_a_miss_
     trusted, labels = trust_verdict(out)
     assert not trusted and labels[2] == "OUTSIDE 15% (+60.0%) and outside the model's band"
     assert trust_verdict([]) == (False, [])
+
+
+def test_time_ordered_service_takes_the_slowdown_of_the_measured_batch_at_the_same_point_of_the_runs():
+    n = np.full(4, 100.0)
+    model = ServiceModel.fit(np.array([100.0, 200.0]), np.array([0.001, 0.002]))  # line: 10 us/sample
+    run1 = (np.array([5.0, 5.1]), n[:2], np.array([0.003, 0.003]))  # slowdown 3 for 0.1 s (+ its 3 ms service)
+    run2 = (np.array([9.0, 9.2]), n[2:], np.array([0.001, 0.001]))  # slowdown 1, laid after run 1
+    model.with_trace([run1, run2])
+    rng = np.random.default_rng(0)
+    assert model.period == pytest.approx(0.103 + 0.201)
+    assert model.draw(50, rng, at=0.05) == pytest.approx(3 * 0.0005)
+    assert model.draw(50, rng, at=0.103 + 0.1) == pytest.approx(0.0005)
+    assert model.draw(50, rng, at=model.period + 0.05) == pytest.approx(3 * 0.0005)  # wraps around
+    t = model.draw(100, rng)  # without a time: the i.i.d. draw by size, a measured 100-sample batch scaled
+    assert t == pytest.approx(0.001) or t == pytest.approx(0.002 * 100 / 200)
+
+
+def test_time_ordered_model_with_constant_slowdown_reproduces_md_c():
+    model = ServiceModel.fixed(0.005).with_trace([(np.arange(50) * 0.01, np.ones(50), np.full(50, 0.005))])
+    lam = 0.6 * 2 / 0.005
+    sim = simulate(ServerConfig(workers=2, max_batch=0), lam, np.array([1]), model, queries=30000, seed=2)
+    ref = mdc_percentiles(lam, 0.005, 2, customers=300_000)
+    assert sim["p50_ms"] == pytest.approx(ref["p50_ms"], rel=0.05)
+    assert sim["p99_ms"] == pytest.approx(ref["p99_ms"], rel=0.10)

@@ -245,8 +245,8 @@ def simulate(server: ServerConfig, qps: float, sizes: np.ndarray, service: Servi
                         yield arrived[0] | env.timeout(left)
             if path is not None:
                 yield env.timeout(path.draw_dispatch(rng))
-            at = offset + env.now if service.trace_t is not None else None
-            yield env.timeout(service.draw(sum(p.n for p in batch), rng, at))
+            n = sum(p.n for p in batch)
+            yield env.timeout(service.draw(n, rng) if service.trace_t is None else service.draw(n, rng, offset + env.now))
             for p in batch:
                 p.request.pieces_left -= 1
                 if p.request.pieces_left == 0:

@@ -5,8 +5,9 @@
             counted LoadGen runs), a QPS–p99 PNG per setting
   validate  the fixed-service SUT against M/D/1 and M/D/c (c = 2, 4) at 30/60/85% utilisation
   overhead  LoadGen's own cost per query (a null SUT answering at once)
-  whatif    SimPy model of the queue from measured service times: checked against measured points, then the
-            embedding stage replaced by the NMP emulator's speedup or a cache's hit rate × tier speeds
+  whatif    SimPy model of the queue from measured records, checked at 40/70/90% of an Offline capacity (trust
+            verdict), then the embedding stage replaced by the NMP emulator's speedup or a cache's hit rate × tier
+            speeds
 
 Overrides are Hydra's: serving=deeprecsys_rm1 serving.loadgen.latency_ms=50 workload.max_rows=100000.
 Records go to serving.records (default results/serving/records.jsonl), LoadGen's logs beside them.
@@ -389,18 +390,23 @@ def _whatif(cfg: ServeAppConfig, spec, setup) -> int:
           f"minus the server's mean sojourn, per run {', '.join(f'{1e3 * g:.3f}' for g in gaps)} ms): "
           f"{1e3 * path.issue:.3f} ms added to every query")
     table = []
-    for p in measured:
+    for p, x, gap in zip(measured, stats, gaps, strict=True):
         sim = simulate_runs(s.server, p["scheduled_qps"], setup.queries.sizes, model, int(p["queries"]),
                             percentiles=(50, 99), path=path)
         flat = simulate_runs(s.server, p["scheduled_qps"], setup.queries.sizes, iid, int(p["queries"]),
                              percentiles=(50, 99), path=path)
+        own = ServiceModel.fit(np.array(x.batch_samples, float), np.array(x.service_s))
+        own.with_trace([(np.array(x.start_s), np.array(x.batch_samples), np.array(x.service_s))])
+        replay = simulate_runs(s.server, p["scheduled_qps"], setup.queries.sizes, own, int(p["queries"]),
+                               percentiles=(50, 99), path=PathModel.from_stats([x], issue=gap), trace_offset=0.0)
         table.append({"qps": p["scheduled_qps"], "queries": int(p["queries"]), "verdict": p["verdict"],
                       "measured_p50_ms": p["p50_ms"], "model_p50_ms": sim["p50_ms"],
                       "model_p50_band_ms": sim["p50_band_ms"], "measured_p99_ms": p["p99_ms"],
                       "model_p99_ms": sim["p99_ms"], "model_p99_band_ms": sim["p99_band_ms"],
                       "p99_error": sim["p99_ms"] / p["p99_ms"] - 1, "loadavg": p["loadavg"][0],
                       "iid_p50_ms": flat["p50_ms"], "iid_p99_ms": flat["p99_ms"],
-                      "iid_p99_band_ms": flat["p99_band_ms"]})
+                      "iid_p99_band_ms": flat["p99_band_ms"], "replay_p50_ms": replay["p50_ms"],
+                      "replay_p99_ms": replay["p99_ms"], "replay_p99_band_ms": replay["p99_band_ms"]})
     trusted, labels = trust_verdict(table)
     errors = [r["p99_error"] for r in table]
     for r, lab in zip(table, labels, strict=True):
@@ -410,7 +416,9 @@ def _whatif(cfg: ServeAppConfig, spec, setup) -> int:
               f"[{r['model_p50_band_ms'][0]:.2f}–{r['model_p50_band_ms'][1]:.2f}] vs {r['measured_p50_ms']:.2f} ms; "
               f"p99 {r['model_p99_ms']:.2f} [{r['model_p99_band_ms'][0]:.1f}–{r['model_p99_band_ms'][1]:.1f}] vs "
               f"{r['measured_p99_ms']:.2f} ms: {lab}; i.i.d. variant p50 {r['iid_p50_ms']:.2f}, p99 "
-              f"{r['iid_p99_ms']:.2f} [{r['iid_p99_band_ms'][0]:.1f}–{r['iid_p99_band_ms'][1]:.1f}] "
+              f"{r['iid_p99_ms']:.2f} [{r['iid_p99_band_ms'][0]:.1f}–{r['iid_p99_band_ms'][1]:.1f}]; replay of "
+              f"this run alone (its own records, its own timeline, new arrivals) p50 {r['replay_p50_ms']:.2f}, p99 "
+              f"{r['replay_p99_ms']:.2f} [{r['replay_p99_band_ms'][0]:.1f}–{r['replay_p99_band_ms'][1]:.1f}] "
               f"(loadavg {r['loadavg']:.2f})", flush=True)
     print(f"trust verdict: model {'TRUSTED' if trusted else 'NOT trusted'} on this run (rule: model p99 within 15% "
           f"of measured p99 at all three loads, 40/70/90% of the Offline capacity)", flush=True)

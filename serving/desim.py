@@ -187,13 +187,16 @@ class PathModel:
 
 def simulate(server: ServerConfig, qps: float, sizes: np.ndarray, service: ServiceModel, queries: int = 20000,
              seed: int = 0, warmup: int = 500, percentiles: tuple[float, ...] = (50, 90, 95, 99, 99.9),
-             arrivals: Arrivals | None = None, path: PathModel | None = None) -> dict:
+             arrivals: Arrivals | None = None, path: PathModel | None = None,
+             trace_offset: float | None = None) -> dict:
     """Latency percentiles (ms) of `queries` simulated queries (the first `warmup` dropped); `path`: the measured
-    path outside service, added per batch and per query (None: the bare queue)."""
+    path outside service, added per batch and per query (None: the bare queue); `trace_offset`: where on the
+    time order's timeline the run starts (None: at random; 0: a replay of the measured run's own timeline)."""
     env = simpy.Environment()
     rng = np.random.default_rng(seed)
     gaps = (arrivals or Arrivals()).gaps(qps, queries, rng)
     offset = float(rng.uniform(0, service.period)) if service.trace_t is not None else 0.0
+    offset = offset if trace_offset is None else trace_offset
     dq: deque[Piece] = deque()
     arrived = [env.event()]
     finished = [False]
@@ -266,11 +269,12 @@ def simulate(server: ServerConfig, qps: float, sizes: np.ndarray, service: Servi
 
 def simulate_runs(server: ServerConfig, qps: float, sizes: np.ndarray, service: ServiceModel, queries: int,
                   runs: int = 21, seed: int = 0, percentiles: tuple[float, ...] = (50, 99),
-                  arrivals: Arrivals | None = None, path: PathModel | None = None) -> dict:
+                  arrivals: Arrivals | None = None, path: PathModel | None = None,
+                  trace_offset: float | None = None) -> dict:
     """Like LoadGen: runs of `queries` queries from an empty queue, percentiles over all of a run's queries; the
     median over `runs` replications, and each percentile's 5–95% band of single runs."""
     per = [simulate(server, qps, sizes, service, queries, seed=seed + r, warmup=0, percentiles=percentiles,
-                    arrivals=arrivals, path=path) for r in range(runs)]
+                    arrivals=arrivals, path=path, trace_offset=trace_offset) for r in range(runs)]
     out: dict = {}
     for p in percentiles:
         vals = np.array([x[f"p{p:g}_ms"] for x in per])

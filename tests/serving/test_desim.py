@@ -206,3 +206,15 @@ def test_time_ordered_model_with_constant_slowdown_reproduces_md_c():
     ref = mdc_percentiles(lam, 0.005, 2, customers=300_000)
     assert sim["p50_ms"] == pytest.approx(ref["p50_ms"], rel=0.05)
     assert sim["p99_ms"] == pytest.approx(ref["p99_ms"], rel=0.10)
+
+
+def test_replay_from_offset_zero_follows_the_measured_runs_own_timeline():
+    spells = (np.array([0.0, 100.0, 1e4]), np.ones(3), np.array([0.015, 0.005, 0.005]))  # slow for the first 100 s
+    model = ServiceModel.fixed(0.005).with_trace([spells])
+
+    def p50(offset):
+        return simulate(ServerConfig(workers=1, max_batch=0), 1.0, np.array([1]), model, queries=20, seed=0,
+                        warmup=0, percentiles=(50,), trace_offset=offset)["p50_ms"]
+
+    assert p50(0.0) == pytest.approx(15.0)  # the run's start: the measured slow spell (slowdown 3)
+    assert p50(200.0) == pytest.approx(5.0)  # the same arrivals after the spell

@@ -5,8 +5,9 @@
             counted LoadGen runs), a QPS–p99 PNG per setting
   validate  the fixed-service SUT against M/D/1 and M/D/c (c = 2, 4) at 30/60/85% utilisation
   overhead  LoadGen's own cost per query (a null SUT answering at once)
-  whatif    SimPy model of the queue from measured service times: checked against measured points, then the
-            embedding stage replaced by the NMP emulator's speedup or a cache's hit rate × tier speeds
+  whatif    SimPy model of the queue from measured records, checked at 40/70/90% of an Offline capacity (trust
+            verdict), then the embedding stage replaced by the NMP emulator's speedup or a cache's hit rate × tier
+            speeds
 
 Overrides are Hydra's: serving=deeprecsys_rm1 serving.loadgen.latency_ms=50 workload.max_rows=100000.
 Records go to serving.records (default results/serving/records.jsonl), LoadGen's logs beside them.
@@ -335,51 +336,92 @@ def _nmp_speedup(spec, pool, n: int) -> tuple[float, str]:
 
 
 def _whatif(cfg: ServeAppConfig, spec, setup) -> int:
+    import json
+    from dataclasses import replace
+
     import numpy as np
 
     from serving.build import new_server
-    from serving.desim import Arrivals, ServiceModel, bounded_qps, simulate_runs
+    from serving.desim import Arrivals, PathModel, ServiceModel, bounded_qps, simulate_runs, trust_verdict
     from serving.loadgen import run_loadgen
     from serving.whatif import cache_hit_rate, cache_speedup, slow_row_seconds
 
     s, w = cfg.serving, cfg.serving.whatif
     run_id = new_run_id()
     dl = setup.dlrm
-    capacity = s.loadgen.target_qps
-    print(f"{s.name}: measured loads at 40/70/100% of serving.loadgen.target_qps = {capacity:g} QPS (set it to the "
-          f"latency-bounded QPS `serve search` found; loadavg {os.getloadavg()[0]:.2f})", flush=True)
-    pairs_n, pairs_t, measured, records = [], [], [], []
-    for k, frac in enumerate((0.4, 0.7, 1.0)):
+    offline = new_server(setup, s.server)
+    cap = run_loadgen(offline, setup.queries, replace(s.loadgen, scenario="Offline"),
+                      Path(s.log_dir) / run_id / "offline", target_qps=s.loadgen.target_qps)
+    capacity = cap["completed_qps"]
+    print(f"{s.name}: capacity {capacity:.1f} QPS (one LoadGen Offline run of {int(cap.get('queries', 0))} queries, "
+          f"same server setting; loadavg {cap['loadavg'][0]:.2f}); measured loads at 40/70/90% of it", flush=True)
+    measured, records, stats = [], [], []
+    for k, frac in enumerate((0.4, 0.7, 0.9)):
         server = new_server(setup, s.server)
         p = run_loadgen(server, setup.queries, s.loadgen, Path(s.log_dir) / run_id / f"load{k}",
                         target_qps=frac * capacity)
-        pairs_n += server.stats.batch_samples
-        pairs_t += server.stats.service_s
+        stats.append(server.stats)
         measured.append(p)
         rec = serving_record(run_id, cfg, spec, p, role="whatif-measured")
         rec["setting"] = "measured"
         records.append(rec)
         print("  " + _line(f"measured {int(frac * 100)}%", p), flush=True)
-    model = ServiceModel.fit(np.array(pairs_n), np.array(pairs_t))
-    print(f"service model: {model.sizes.size} measured batches resampled by size (the {model.neighbours} nearest in "
-          f"size; a line {1e3 * model.a:.2f} ms + {1e6 * model.b:.1f} us/sample bridges sizes)")
-    errors, table = [], []
-    for p in measured:
+    model = ServiceModel.fit(np.array([n for x in stats for n in x.batch_samples]),
+                             np.array([t for x in stats for t in x.service_s]))
+    iid = replace(model)
+    model.with_trace([(np.array(x.start_s), np.array(x.batch_samples), np.array(x.service_s)) for x in stats])
+    raw = Path(s.log_dir) / run_id / "server_records.json"
+    raw.write_text(json.dumps([{"qps": p["scheduled_qps"], "queries": int(p["queries"]), "p50_ms": p["p50_ms"],
+                                "p99_ms": p["p99_ms"], "mean_latency_ms": p["mean_latency_ms"],
+                                **{k: getattr(x, k) for k in ("batch_samples", "service_s", "start_s", "dispatch_s",
+                                                              "complete_s", "sojourn_s")}}
+                               for p, x in zip(measured, stats, strict=True)]))
+    gaps = [1e-3 * (p["mean_latency_ms"] - p["sojourn_ms_mean"]) for p in measured]
+    issue = float(np.average(gaps, weights=[len(x.sojourn_s) for x in stats]))
+    path = PathModel.from_stats(stats, issue=issue)
+    print(f"service model: {model.sizes.size} measured batches in their measured time order (a line "
+          f"{1e3 * model.a:.2f} ms + {1e6 * model.b:.1f} us/sample times the slowdown of the measured batch at the "
+          f"same point of the runs' {model.period:.1f} s timeline, from a random offset per simulated run); the "
+          f"i.i.d. variant (the {model.neighbours} nearest in size) shown beside it; path outside "
+          f"service resampled from the same runs' records: dispatch lag of {path.dispatch.size} batches (median "
+          f"{1e3 * np.median(path.dispatch):.3f} ms, p99 {1e3 * np.percentile(path.dispatch, 99):.3f}), completion "
+          f"path of {path.complete.size} queries (median {1e3 * np.median(path.complete):.3f} ms, p99 "
+          f"{1e3 * np.percentile(path.complete, 99):.3f}); LoadGen's issue delay, mean only (LoadGen's mean latency "
+          f"minus the server's mean sojourn, per run {', '.join(f'{1e3 * g:.3f}' for g in gaps)} ms): "
+          f"{1e3 * path.issue:.3f} ms added to every query")
+    table = []
+    for p, x, gap in zip(measured, stats, gaps, strict=True):
         sim = simulate_runs(s.server, p["scheduled_qps"], setup.queries.sizes, model, int(p["queries"]),
-                            percentiles=(50, 99))
-        err = sim["p99_ms"] / p["p99_ms"] - 1
-        errors.append(err)
-        row = {"qps": p["scheduled_qps"], "queries": int(p["queries"]), "measured_p50_ms": p["p50_ms"],
-               "model_p50_ms": sim["p50_ms"], "measured_p99_ms": p["p99_ms"], "model_p99_ms": sim["p99_ms"],
-               "model_p99_band_ms": sim["p99_band_ms"], "p99_error": err, "loadavg": p["loadavg"][0]}
-        table.append(row)
-        print(f"  model vs measured at {p['scheduled_qps']:.1f} QPS ({row['queries']} queries, model: median of 21 "
-              f"runs of that length): p50 {sim['p50_ms']:.2f} vs {p['p50_ms']:.2f} ms; p99 {sim['p99_ms']:.2f} vs "
-              f"{p['p99_ms']:.2f} ms ({100 * err:+.1f}%; 90% of model runs {sim['p99_band_ms'][0]:.1f}–"
-              f"{sim['p99_band_ms'][1]:.1f})", flush=True)
-    trusted = all(abs(e) <= 0.15 for e in errors)
-    print(f"model {'TRUSTED' if trusted else 'NOT trusted'}: |p99 error| ≤ 15% at all three loads: "
-          f"{[round(100 * e, 1) for e in errors]}")
+                            percentiles=(50, 99), path=path)
+        flat = simulate_runs(s.server, p["scheduled_qps"], setup.queries.sizes, iid, int(p["queries"]),
+                             percentiles=(50, 99), path=path)
+        own = ServiceModel.fit(np.array(x.batch_samples, float), np.array(x.service_s))
+        own.with_trace([(np.array(x.start_s), np.array(x.batch_samples), np.array(x.service_s))])
+        replay = simulate_runs(s.server, p["scheduled_qps"], setup.queries.sizes, own, int(p["queries"]),
+                               percentiles=(50, 99), path=PathModel.from_stats([x], issue=gap), trace_offset=0.0)
+        table.append({"qps": p["scheduled_qps"], "queries": int(p["queries"]), "verdict": p["verdict"],
+                      "measured_p50_ms": p["p50_ms"], "model_p50_ms": sim["p50_ms"],
+                      "model_p50_band_ms": sim["p50_band_ms"], "measured_p99_ms": p["p99_ms"],
+                      "model_p99_ms": sim["p99_ms"], "model_p99_band_ms": sim["p99_band_ms"],
+                      "p99_error": sim["p99_ms"] / p["p99_ms"] - 1, "loadavg": p["loadavg"][0],
+                      "iid_p50_ms": flat["p50_ms"], "iid_p99_ms": flat["p99_ms"],
+                      "iid_p99_band_ms": flat["p99_band_ms"], "replay_p50_ms": replay["p50_ms"],
+                      "replay_p99_ms": replay["p99_ms"], "replay_p99_band_ms": replay["p99_band_ms"]})
+    trusted, labels = trust_verdict(table)
+    errors = [r["p99_error"] for r in table]
+    for r, lab in zip(table, labels, strict=True):
+        r["check"] = lab
+        print(f"  model vs measured at {r['qps']:.1f} QPS ({r['queries']} queries, LoadGen {r['verdict']}; model: "
+              f"median of 21 runs of that length, 5–95% band of single runs): p50 {r['model_p50_ms']:.2f} "
+              f"[{r['model_p50_band_ms'][0]:.2f}–{r['model_p50_band_ms'][1]:.2f}] vs {r['measured_p50_ms']:.2f} ms; "
+              f"p99 {r['model_p99_ms']:.2f} [{r['model_p99_band_ms'][0]:.1f}–{r['model_p99_band_ms'][1]:.1f}] vs "
+              f"{r['measured_p99_ms']:.2f} ms: {lab}; i.i.d. variant p50 {r['iid_p50_ms']:.2f}, p99 "
+              f"{r['iid_p99_ms']:.2f} [{r['iid_p99_band_ms'][0]:.1f}–{r['iid_p99_band_ms'][1]:.1f}]; replay of "
+              f"this run alone (its own records, its own timeline, new arrivals) p50 {r['replay_p50_ms']:.2f}, p99 "
+              f"{r['replay_p99_ms']:.2f} [{r['replay_p99_band_ms'][0]:.1f}–{r['replay_p99_band_ms'][1]:.1f}] "
+              f"(loadavg {r['loadavg']:.2f})", flush=True)
+    print(f"trust verdict: model {'TRUSTED' if trusted else 'NOT trusted'} on this run (rule: model p99 within 15% "
+          f"of measured p99 at all three loads, 40/70/90% of the Offline capacity)", flush=True)
     grid = [n for n in (16, 32, 64, 128, 256, 512) if n <= setup.pool.samples // 2]
     share, t_emb = [], {}
     for n in grid:
@@ -395,7 +437,7 @@ def _whatif(cfg: ServeAppConfig, spec, setup) -> int:
     def bounded(speedup: float = 1.0, arrivals: Arrivals | None = None) -> float:
         model.embedding_speedup = speedup
         return bounded_qps(s.server, setup.queries.sizes, model, s.loadgen.latency_ms, s.loadgen.percentile,
-                           max(1.0, 0.5 * capacity), steps=8, queries=8000, arrivals=arrivals)
+                           max(1.0, 0.5 * capacity), steps=8, queries=8000, arrivals=arrivals, path=path)
 
     base_q = bounded()
     nmp, nmp_how = _nmp_speedup(setup.spec, setup.pool, min(128, setup.pool.samples // 2))
@@ -426,7 +468,10 @@ def _whatif(cfg: ServeAppConfig, spec, setup) -> int:
           f"{burst_q:.1f} ({ratio(burst_q):.2f}x).")
     summary = {"run_id": run_id, "kind": "serving_whatif", "workload": spec.name, "serving": s.name,
                "server": OmegaConf.to_container(OmegaConf.structured(s.server)),
-               "model": {"a_s": model.a, "b_s_per_sample": model.b, "batches": int(model.sizes.size)},
+               "model": {"a_s": model.a, "b_s_per_sample": model.b, "batches": int(model.sizes.size),
+                         "dispatch_records": int(path.dispatch.size), "complete_records": int(path.complete.size),
+                         "issue_delay_s": path.issue, "issue_delay_per_run_s": gaps},
+               "capacity_qps": capacity, "capacity_method": "one LoadGen Offline run, same server setting",
                "comparison": table, "p99_errors": errors, "trusted": trusted,
                "embedding_share": dict(zip(grid, share, strict=True)),
                "nmp_speedup": nmp, "nmp_method": nmp_how, "bounded_qps_model": base_q, "bounded_qps_nmp": nmp_q,

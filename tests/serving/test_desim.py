@@ -110,3 +110,111 @@ def test_a_short_runs_reference_matches_steady_state_at_low_load_and_sits_below_
     steady_high = mdc_percentiles(0.85 / 0.005, 0.005, 1, customers=300_000)
     lo, hi = high["p99_band_ms"]
     assert lo < high["p99_ms"] < hi and high["p99_ms"] < steady_high["p99_ms"]  # the tail has not built up yet
+
+
+# --- the path outside service, and the trust verdict ---------------------------------------------------------------
+
+def test_model_with_a_zero_path_outside_service_still_reproduces_md_c():
+    from serving.desim import PathModel
+
+    zero = PathModel(dispatch=np.zeros(10), complete=np.zeros(10), issue=0.0)
+    lam = 0.6 * 2 / 0.005
+    sim = simulate(ServerConfig(workers=2, max_batch=0), lam, np.array([1]), ServiceModel.fixed(0.005),
+                   queries=30000, seed=2, path=zero)
+    ref = mdc_percentiles(lam, 0.005, 2, customers=300_000)
+    assert sim["p50_ms"] == pytest.approx(ref["p50_ms"], rel=0.05)
+    assert sim["p99_ms"] == pytest.approx(ref["p99_ms"], rel=0.10)
+
+
+def test_path_outside_service_adds_dispatch_completion_and_issue_delay_to_each_query():
+    from serving.desim import PathModel
+
+    path = PathModel(dispatch=np.full(3, 0.001), complete=np.full(3, 0.002), issue=0.0005)
+    sim = simulate(ServerConfig(workers=1, max_batch=0), 1.0, np.array([1]), ServiceModel.fixed(0.005),
+                   queries=200, seed=0, warmup=0, percentiles=(50,), path=path)
+    assert sim["p50_ms"] == pytest.approx(5 + 1 + 2 + 0.5)  # at 1 QPS nobody waits: service + the three terms
+
+
+def test_path_terms_are_taken_from_the_servers_own_records():
+    import time
+
+    from serving.desim import PathModel
+    from serving.server import Request, Server
+
+    done = []
+    server = Server(ServerConfig(workers=2, max_batch=8, split=4, max_wait_ms=0), lambda p: None,
+                    lambda r: done.append(r.query)).start()
+    server.submit([Request(i, i, n, time.perf_counter_ns()) for i, n in enumerate([3, 9, 4, 1, 12])])
+    server.flush()
+    while len(done) < 5:
+        time.sleep(0.001)
+    server.stop()
+    st = server.stats
+    assert len(st.dispatch_s) == len(st.batch_samples) and len(st.complete_s) == len(st.sojourn_s) == 5
+    assert min(st.dispatch_s) >= 0 and min(st.complete_s) >= 0
+    path = PathModel.from_stats([st], issue=-1.0)
+    assert path.issue == 0.0  # a negative measured mean is clipped: the issue delay cannot be negative
+    rng = np.random.default_rng(0)
+    assert {path.draw_dispatch(rng) for _ in range(50)} <= set(st.dispatch_s)
+    assert {path.draw_complete(rng) for _ in range(50)} <= set(st.complete_s)
+
+
+def test_path_model_refuses_runs_without_records():
+    from serving.desim import PathModel
+    from serving.server import ServerStats
+
+    with pytest.raises(ValueError, match="no dispatch or completion records"):
+        PathModel.from_stats([ServerStats()])
+
+
+def test_trust_verdict_needs_every_point_within_15_percent_and_says_when_a_miss_is_inside_the_band():
+    from serving.desim import trust_verdict
+
+    def point(measured, model, band):
+        return {"measured_p99_ms": measured, "model_p99_ms": model, "model_p99_band_ms": band}
+
+    ok = [point(10.0, 11.0, (9.0, 13.0)), point(20.0, 17.5, (15.0, 22.0)), point(50.0, 56.0, (40.0, 70.0))]
+    assert trust_verdict(ok) == (True, ["within 15% (+10.0%)", "within 15% (-12.5%)", "within 15% (+12.0%)"])
+    in_band = [*ok[:2], point(50.0, 40.0, (35.0, 55.0))]
+    trusted, labels = trust_verdict(in_band)
+    assert not trusted and "OUTSIDE 15% (-20.0%), but inside the model's 5–95% band" in labels[2]
+    out = [*ok[:2], point(50.0, 80.0, (70.0, 90.0))]
+    trusted, labels = trust_verdict(out)
+    assert not trusted and labels[2] == "OUTSIDE 15% (+60.0%) and outside the model's band"
+    assert trust_verdict([]) == (False, [])
+
+
+def test_time_ordered_service_takes_the_slowdown_of_the_measured_batch_at_the_same_point_of_the_runs():
+    n = np.full(4, 100.0)
+    model = ServiceModel.fit(np.array([100.0, 200.0]), np.array([0.001, 0.002]))  # line: 10 us/sample
+    run1 = (np.array([5.0, 5.1]), n[:2], np.array([0.003, 0.003]))  # slowdown 3 for 0.1 s (+ its 3 ms service)
+    run2 = (np.array([9.0, 9.2]), n[2:], np.array([0.001, 0.001]))  # slowdown 1, laid after run 1
+    model.with_trace([run1, run2])
+    rng = np.random.default_rng(0)
+    assert model.period == pytest.approx(0.103 + 0.201)
+    assert model.draw(50, rng, at=0.05) == pytest.approx(3 * 0.0005)
+    assert model.draw(50, rng, at=0.103 + 0.1) == pytest.approx(0.0005)
+    assert model.draw(50, rng, at=model.period + 0.05) == pytest.approx(3 * 0.0005)  # wraps around
+    t = model.draw(100, rng)  # without a time: the i.i.d. draw by size, a measured 100-sample batch scaled
+    assert t == pytest.approx(0.001) or t == pytest.approx(0.002 * 100 / 200)
+
+
+def test_time_ordered_model_with_constant_slowdown_reproduces_md_c():
+    model = ServiceModel.fixed(0.005).with_trace([(np.arange(50) * 0.01, np.ones(50), np.full(50, 0.005))])
+    lam = 0.6 * 2 / 0.005
+    sim = simulate(ServerConfig(workers=2, max_batch=0), lam, np.array([1]), model, queries=30000, seed=2)
+    ref = mdc_percentiles(lam, 0.005, 2, customers=300_000)
+    assert sim["p50_ms"] == pytest.approx(ref["p50_ms"], rel=0.05)
+    assert sim["p99_ms"] == pytest.approx(ref["p99_ms"], rel=0.10)
+
+
+def test_replay_from_offset_zero_follows_the_measured_runs_own_timeline():
+    spells = (np.array([0.0, 100.0, 1e4]), np.ones(3), np.array([0.015, 0.005, 0.005]))  # slow for the first 100 s
+    model = ServiceModel.fixed(0.005).with_trace([spells])
+
+    def p50(offset):
+        return simulate(ServerConfig(workers=1, max_batch=0), 1.0, np.array([1]), model, queries=20, seed=0,
+                        warmup=0, percentiles=(50,), trace_offset=offset)["p50_ms"]
+
+    assert p50(0.0) == pytest.approx(15.0)  # the run's start: the measured slow spell (slowdown 3)
+    assert p50(200.0) == pytest.approx(5.0)  # the same arrivals after the spell

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 
 from benchmarks.distributed.jobs import metric_value, run_cases
+from benchmarks.distributed.launch import INPUT_ERRORS
 from benchmarks.errors import OneLineParser, one_line
 from benchmarks.validate_cost import check_args, default_hardware
 
@@ -118,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cases = _planned_cases(overrides, hw, args.world_size,
                                args.learned_model if args.cost_model == "learned" else None)
-    except ValueError as e:  # PlanError, SpecError, LearnedModelError, TopologyError: all name the bad value
+    except (*INPUT_ERRORS, ValueError) as e:  # Hydra's errors, PlanError, SpecError, LearnedModelError, ...
         print(f"dlrmbench compare-plans: error: {one_line(e)}", file=sys.stderr)
         return 2
     rounds = 1 if args.quick else args.rounds
@@ -126,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     for i in range(rounds):
         order = cases[i % len(cases):] + cases[:i % len(cases)]  # rotated: no plan always runs first
         rc, records = run_cases(order, base, args.world_size, args.records, args.timeout)
+        if rc == 2:  # bad input, refused before any rank started; the launcher said what in one line
+            return 2
         if rc or len(records) != len(cases):
             print(f"dlrmbench compare-plans: round {i + 1} of {rounds} failed (exit {rc}); records so far are in "
                   f"{args.records}", file=sys.stderr)

@@ -78,12 +78,11 @@ def workload_summary(spec: WorkloadSpec) -> dict:
 
 def execute(cfg: Config) -> list[dict]:
     """Run the configured benchmark and return its records (nothing is written here)."""
-    from embedding.backends import BACKENDS
+    from embedding.backends import BACKENDS, check_backend_names
 
-    unknown = [n for n in cfg.backend.names if n not in BACKENDS]
-    emulating = cfg.cache.policy != "off" or cfg.nmp.enabled
-    if unknown or not (cfg.backend.names or emulating):
-        raise BackendError(f"unknown backend(s) {unknown or '(none given)'}; choose from {sorted(BACKENDS)}")
+    check_backend_names(cfg.backend.names)
+    if not (cfg.backend.names or cfg.cache.policy != "off" or cfg.nmp.enabled):
+        raise BackendError(f"unknown backend(s) (none given); choose from {sorted(BACKENDS)}")
     if cfg.placement.device == "cuda" and not torch.cuda.is_available():
         raise BackendError("placement.device=cuda but torch sees no GPU here; use placement=cpu")
     run_t0 = time.perf_counter()

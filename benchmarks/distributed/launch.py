@@ -87,7 +87,7 @@ def preflight(cfg: DistRunConfig, overrides: list[str]) -> list[dict[str, Any]]:
     {label, overrides, plan (a plan dict, validated against the case's workload on dist.world_size ranks)}."""
     from dataclasses import replace
 
-    from embedding.backends import BACKENDS
+    from embedding.backends import check_backend_names
     from embedding.workload_config import build_workload
     from sharding.topology import load_topology
     from sharding.workload import PlanWorkload
@@ -98,9 +98,7 @@ def preflight(cfg: DistRunConfig, overrides: list[str]) -> list[dict[str, Any]]:
     world = cfg.dist.world_size
     if world < 1:
         raise DistConfigError(f"dist.world_size={world}: a local job needs ≥ 1 ranks")
-    unknown = [n for n in cfg.backend.names if n not in BACKENDS]
-    if unknown:  # the job runs TorchRec's modules, but a typo here is still the user's mistake, not to be ignored
-        raise InputError(f"backend.names: unknown backend(s) {unknown}; choose from {sorted(BACKENDS)}")
+    check_backend_names(cfg.backend.names)  # the job runs TorchRec's modules, but a typo is still a mistake
     check_output_file(cfg.output.records, "output.records")
     check_output_dir(cfg.dist.output_dir, "dist.output_dir")
     base = [o for o in overrides if not o.lstrip("+").startswith("dist.cases=")]

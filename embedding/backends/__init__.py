@@ -9,10 +9,17 @@ from .fbgemm_tbe import FbgemmTBE
 from .torch_bag import TorchEmbeddingBag
 from .torchrec_ebc import TorchRecEBC
 
-__all__ = ["BACKENDS", "BackendError", "LookupBackend", "build_backend", "init_weights"]
+__all__ = ["BACKENDS", "BackendError", "LookupBackend", "build_backend", "check_backend_names", "init_weights"]
 
 BACKENDS: dict[str, type[LookupBackend]] = {"torch": TorchEmbeddingBag, "fbgemm": FbgemmTBE,
                                             "torchrec": TorchRecEBC}
+
+
+def check_backend_names(names: list[str] | tuple[str, ...]) -> None:
+    """BackendError naming every unknown name in `names` and the known ones (an empty list is the caller's call)."""
+    unknown = [n for n in names if n not in BACKENDS]
+    if unknown:
+        raise BackendError(f"unknown backend(s) {unknown}; choose from {sorted(BACKENDS)}")
 
 
 def build_backend(name: str, spec: WorkloadSpec, weights: list[torch.Tensor], device: torch.device,

@@ -340,14 +340,21 @@ class CostModel:
     def plan_cost(self, plan: ShardingPlan) -> float:
         """Seconds per training (or inference) step of the plan: the same figure as every rank's
         `breakdown(plan)[r].elapsed` (the same sums as `_assemble`, without building each rank's record)."""
-        w = plan.world_size
         parts, _, coll, held, _ = self._accumulate(plan, memory=False)
+        return self._step(parts, coll, held, plan.world_size)[0]
+
+    def _step(self, parts: np.ndarray, coll: dict, held: dict, w: int,
+              ) -> tuple[float, float, np.ndarray, np.ndarray, dict[str, float]]:
+        """The one formula of a step from `_accumulate`'s sums: (step seconds, collective latency, fixed work
+        (3, W), phases = work + fixed (3, W), collective seconds per pass). Every rank joins each collective and
+        waits for its busiest rank; each phase waits for its busiest rank."""
         latency, work = self._fixed(held, w)
         comms = {"fwd": 0.0, "bwd": 0.0}
         for (_, p, _), secs in coll.items():
             comms[p] += float(secs.max())
         phases = parts + work
-        return float(comms["fwd"] + comms["bwd"] + latency + phases.max(axis=1).sum()) + self.topology.step_overhead
+        step = float(comms["fwd"] + comms["bwd"] + latency + phases.max(axis=1).sum()) + self.topology.step_overhead
+        return step, latency, work, phases, comms
 
     def resource_loads(self, plan: ShardingPlan) -> tuple[dict[str, np.ndarray], float]:
         """Per resource whose maximum over ranks the step pays ("fwd compute", "bwd compute", "optimizer" with
@@ -394,16 +401,13 @@ class CostModel:
             rc.shards = int(count[r])
             if memory:
                 rc.memory.update({k: float(v[r]) for k, v in mem.items()})
-        latency, work = self._fixed(held, w)
-        for (_, p, _), secs in coll.items():  # every rank joins the collective and waits for its busiest rank
-            for rc in ranks:
-                setattr(rc, f"{p}_comms", getattr(rc, f"{p}_comms") + float(secs.max()))
-        phases = np.array([[rc.fwd_compute, rc.bwd_compute, rc.optimizer] for rc in ranks]).T + work  # (3, W)
+        step, latency, work, phases, comms = self._step(parts, coll, held, w)
+        for rc in ranks:
+            rc.fwd_comms, rc.bwd_comms = comms["fwd"], comms["bwd"]
         if loads is not None:
             loads.update(zip(("fwd compute", "bwd compute", "optimizer"), phases, strict=True))
             loads.update({f"{st.short} {p} {op}": v for (st, p, op), v in coll.items()})
         other = self.topology.step_overhead
-        step = float(ranks[0].fwd_comms + ranks[0].bwd_comms + latency + phases.max(axis=1).sum()) + other
         for rc in ranks:
             rc.latency, rc.overhead, rc.other = latency, float(work[:, rc.rank].sum()), other
             rc.wait = max(0.0, step - other - rc.total)

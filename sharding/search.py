@@ -20,6 +20,7 @@ from embedding.spec import TableSpec
 from sharding.cost import COLLECTIVE_CALLS, CostModel
 from sharding.packing import Bins
 from sharding.plan import ShardingType, TablePlan
+from sharding.search_kernels import try_rank
 from sharding.trec_cost import TorchRecCostModel
 
 __all__ = ["Resources", "Piece", "Loads", "local_search"]
@@ -275,88 +276,43 @@ def _better(j: float, s: float, q: float, j0: float, s0: float) -> bool:
 def local_search(state: Loads, pieces: list[Piece], max_iters: int) -> int:
     """Moves, then swaps, of pieces on the ranks that hold some row's maximum, first improvement of
     (J, secondary, Σ L²); a table's column blocks stay on distinct ranks. Returns the iterations used.
-    `max_iters` ends it (counted work, not the clock: the same plan on any machine)."""
+    `max_iters` ends it (counted work, not the clock: the same plan on any machine). Each hot rank's tries run in
+    one compiled call (`search_kernels.try_rank`, the numpy methods' arithmetic); which ranks are hot and the order
+    of their pieces are chosen here with numpy, whose tie-breaking the kernels do not reproduce."""
     if not pieces or state.L.shape[1] < 2:
         return 0
-    P = len(pieces)
-    ranks = np.array([p.rank for p in pieces])
+    res = state.res
+    ranks = np.array([p.rank for p in pieces], dtype=np.int64)
     vecs = np.array([p.vec for p in pieces])
-    groups = np.array([p.gi for p in pieces])
+    groups = np.array([p.gi for p in pieces], dtype=np.int64)
     ids: dict[str, int] = {}
-    tables = np.array([ids.setdefault(p.table, len(ids)) for p in pieces])
-    size = (vecs * state.res.weight).sum(axis=1)
+    tables = np.array([ids.setdefault(p.table, len(ids)) for p in pieces], dtype=np.int64)
+    size = (vecs * res.weight).sum(axis=1)
     multi = np.bincount(tables) > 1
-    for it in range(max_iters):
+    tiers = {t: i for i, t in enumerate(state.tiers)}
+    mems = np.zeros((len(pieces), len(tiers)))
+    for i, p in enumerate(pieces):
+        for t, b in p.mem.items():
+            mems[i, tiers[t]] = b
+    used = np.stack([state.used[t] for t in state.tiers])
+    cap = np.array([state.cap[t] for t in state.tiers], dtype=np.float64)
+    it = max_iters
+    for n in range(max_iters):
         j0, s0 = state.objective()
-        top = state.top3()
-        hot = [int(r) for r in dict.fromkeys(top[0][top[1][:, 0] > 0, 0].tolist()) if r >= 0]
-        hot.sort(key=lambda r: -float((state.L[:, r] * state.res.weight).sum()))
+        topi, topv = state.top3()
+        hot = [int(r) for r in dict.fromkeys(topi[topv[:, 0] > 0, 0].tolist()) if r >= 0]
+        hot.sort(key=lambda r: -float((state.L[:, r] * res.weight).sum()))
         for a in hot[:HOT_RANKS]:
-            if _improve_move(state, pieces, top, [a], ranks, tables, multi, size, j0, s0) or \
-                    _improve_swap(state, pieces, top, [a], ranks, vecs, groups, tables, multi, size, j0, s0, P):
+            on_a = np.flatnonzero(ranks == a)
+            order = on_a[np.argsort(-size[on_a])][:TRY_PIECES]
+            if try_rank(state.L, state.count, res.hold, res.weight, res.s0, res.s1, state.const, topi, topv, a,
+                        order, ranks, vecs, groups, tables, multi, mems, used, cap, j0, s0):
                 break
         else:
-            return it
-    return max_iters
-
-
-def _apply_move(state: Loads, p: Piece, ranks: np.ndarray, i: int, b: int) -> None:
-    state.take(p.rank, p.st, p.vec, p.mem)
-    state.put(b, p.st, p.vec, p.mem)
-    ranks[i] = p.rank = b
-
-
-def _improve_move(state: Loads, pieces: list[Piece], top, hot: list[int], ranks: np.ndarray,  # noqa: ANN001
-                  tables: np.ndarray, multi: np.ndarray, size: np.ndarray, j0: float, s0: float) -> bool:
-    for a in hot:
-        on_a = np.flatnonzero(ranks == a)
-        for i in on_a[np.argsort(-size[on_a])][:TRY_PIECES]:
-            p = pieces[i]
-            ok = state.fits(p.mem)
-            ok[a] = False
-            if multi[tables[i]]:
-                ok[ranks[tables == tables[i]]] = False
-            j, s, q = state.move_scores(top, a, p.gi, p.vec)
-            b = best_of(j, s, q, ok)
-            if b >= 0 and _better(j[b], s[b], q[b], j0, s0):
-                _apply_move(state, p, ranks, i, b)
-                return True
-    return False
-
-
-def _improve_swap(state: Loads, pieces: list[Piece], top, hot: list[int], ranks: np.ndarray,  # noqa: ANN001
-                  vecs: np.ndarray, groups: np.ndarray, tables: np.ndarray, multi: np.ndarray, size: np.ndarray,
-                  j0: float, s0: float, P: int) -> bool:
-    load = (state.L * state.res.weight[:, None]).sum(axis=0)
-    cold = np.zeros(len(load), dtype=bool)
-    cold[np.argsort(load, kind="stable")[:max(2, len(load) // 4)]] = True
-    for a in hot:
-        on_a = np.flatnonzero(ranks == a)
-        for i in on_a[np.argsort(-size[on_a])][:TRY_PIECES]:
-            others = np.flatnonzero((ranks != a) & (tables != tables[i]) & cold[ranks])
-            if not len(others):
-                continue
-            j, s, q = state.swap_scores(top, a, int(groups[i]), vecs[i], ranks[others], groups[others],
-                                        vecs[others])
-            good = np.ones(len(others), dtype=bool)
-            for _ in range(8):
-                k = best_of(j, s, q, good)
-                if k < 0 or not _better(j[k], s[k], q[k], j0, s0):
-                    break
-                good[k] = False
-                o = int(others[k])
-                pi, po = pieces[i], pieces[o]
-                b = po.rank
-                if (multi[tables[i]] and np.any(ranks[(tables == tables[i]) & (np.arange(P) != i)] == b)) or \
-                        (multi[tables[o]] and np.any(ranks[(tables == tables[o]) & (np.arange(P) != o)] == a)):
-                    continue
-                state.take(a, pi.st, pi.vec, pi.mem)
-                state.take(b, po.st, po.vec, po.mem)
-                if state.fits_rank(b, pi.mem) and state.fits_rank(a, po.mem):
-                    state.put(b, pi.st, pi.vec, pi.mem)
-                    state.put(a, po.st, po.vec, po.mem)
-                    ranks[i], ranks[o] = pi.rank, po.rank = b, a
-                    return True
-                state.put(a, pi.st, pi.vec, pi.mem)
-                state.put(b, po.st, po.vec, po.mem)
-    return False
+            it = n
+            break
+    for t, i in tiers.items():
+        state.used[t][:] = used[i]
+    for p, r in zip(pieces, ranks.tolist(), strict=True):
+        p.rank = r
+    return it

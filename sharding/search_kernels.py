@@ -1,0 +1,258 @@
+"""Compiled moves and swaps of `search.local_search` for one hot rank: numba, so that a try costs no numpy call.
+
+Each kernel repeats the numpy code of `Loads.move_scores`, `Loads.swap_scores`, `Loads.take`/`put` and
+`best_of`/`_better` in the same order of float operations, so plans are bitwise the same. numpy sums a row-major
+(K, n) array over axis 0 row by row, but a column-major one, or one with n = 1, pairwise (`pairwise_sum`); the
+kernels sum each figure as numpy does for the layout it has there. Ties between ranks or pieces are broken by numpy outside the kernels (`top3`, the
+order of a rank's pieces), as before. Tests check the kernels against the numpy methods.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = ["try_rank", "move_scores", "swap_scores", "pairwise_sum"]
+
+_TOL = 1e-12
+_ROOM = 1 + 1e-12  # as `Bins.fits`: a tier fits up to its capacity × (1 + 1e-12)
+
+
+@njit(cache=True)
+def pairwise_sum(x: np.ndarray) -> float:
+    """numpy's `add.reduce` of a one-dimensional float64 array (its pairwise sum; n ≤ 128 here)."""
+    n = x.shape[0]
+    if n < 8:
+        res = 0.0
+        for i in range(n):
+            res += x[i]
+        return res
+    r = x[:8].copy()
+    i = 8
+    while i < n - n % 8:
+        for j in range(8):
+            r[j] += x[i + j]
+        i += 8
+    res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+    while i < n:
+        res += x[i]
+        i += 1
+    return res
+
+
+@njit(cache=True, inline="always")
+def _max(x: float, y: float) -> float:
+    return x if x >= y else y
+
+
+@njit(cache=True)
+def _rest(topi: np.ndarray, topv: np.ndarray, k: int, a: int, b: int) -> float:
+    """Row k's max over ranks other than a and b (`Loads._rest`)."""
+    a0 = topi[k, 0] == a
+    a01 = a0 or topi[k, 1] == a
+    first = topi[k, 1] if a0 else topi[k, 0]
+    v0 = topv[k, 1] if a0 else topv[k, 0]
+    v1 = topv[k, 2] if a01 else topv[k, 1]
+    return v1 if b == first else v0
+
+
+@njit(cache=True)
+def _score(new: np.ndarray, w0: float, w1: float, const: float, pairwise: bool) -> tuple[float, float]:
+    """(J, secondary) of one column of row maxima (`Resources.score`)."""
+    K = new.shape[0]
+    if pairwise:
+        tot = pairwise_sum(new[:K - 1])
+    else:
+        tot = 0.0
+        for k in range(K - 1):
+            tot += new[k]
+    ours = w0 * (const + tot)
+    tr = w1 * new[K - 1]
+    return _max(ours, tr), ours + tr
+
+
+@njit(cache=True)
+def _ssq(weight: np.ndarray, col: np.ndarray, delta: np.ndarray, pairwise: bool) -> float:
+    """Change of the weighted Σ L² of one column (`Loads._ssq`)."""
+    t = weight * delta * (2 * col + delta)
+    if pairwise:
+        return pairwise_sum(t)
+    tot = 0.0
+    for k in range(t.shape[0]):
+        tot += t[k]
+    return tot
+
+
+@njit(cache=True)
+def move_scores(L, count, hold, weight, w0, w1, const, topi, topv, a, g, vec):  # noqa: ANN001, ANN201
+    """(J, secondary, Δ Σ L²) after moving `vec` (group g) from rank a to each rank, as `Loads.move_scores`."""
+    K, W = L.shape
+    c = 1.0 if count[g, a] == 1 else 0.0
+    rem = vec + hold[g] * c
+    la = L[:, a] - rem
+    q_a = _ssq(weight, L[:, a], -rem, True)
+    J, S, Q = np.empty(W), np.empty(W), np.empty(W)
+    new, add = np.empty(K), np.empty(K)
+    for b in range(W):
+        h = 1.0 if count[g, b] == 0 else 0.0
+        for k in range(K):
+            add[k] = vec[k] + hold[g, k] * h
+            new[k] = _max(_max(_rest(topi, topv, k, a, b), la[k]), L[k, b] + add[k])
+        J[b], S[b] = _score(new, w0, w1, const, False)
+        Q[b] = _ssq(weight, L[:, b], add, False) + q_a
+    return J, S, Q
+
+
+@njit(cache=True)
+def swap_scores(L, count, hold, weight, w0, w1, const, topi, topv, a, gi, vi, bs, gj, vj):  # noqa: ANN001, ANN201
+    """Scores of swapping piece i (rank a) with each piece j (rank bs[j]), as `Loads.swap_scores`."""
+    K = L.shape[0]
+    n = bs.shape[0]
+    one = n == 1  # numpy reduces a (K, 1) array pairwise; rank a's Σ L² terms are column-major there: pairwise too
+    J, S, Q = np.empty(n), np.empty(n), np.empty(n)
+    new, da, db = np.empty(K), np.empty(K), np.empty(K)
+    for j in range(n):
+        b, g = bs[j], gj[j]
+        d = 1.0 if g != gi else 0.0
+        ca0 = 1.0 if count[g, a] == 0 else 0.0
+        ca1 = 1.0 if count[gi, a] == 1 else 0.0
+        cb0 = 1.0 if count[gi, b] == 0 else 0.0
+        cb1 = 1.0 if count[g, b] == 1 else 0.0
+        for k in range(K):
+            da[k] = (vj[j, k] - vi[k]) + d * (hold[g, k] * ca0 - hold[gi, k] * ca1)
+            db[k] = (vi[k] - vj[j, k]) + d * (hold[gi, k] * cb0 - hold[g, k] * cb1)
+            new[k] = _max(_max(_rest(topi, topv, k, a, b), L[k, a] + da[k]), L[k, b] + db[k])
+        J[j], S[j] = _score(new, w0, w1, const, one)
+        Q[j] = _ssq(weight, L[:, a], da, True) + _ssq(weight, L[:, b], db, one)
+    return J, S, Q
+
+
+@njit(cache=True)
+def _best_of(j: np.ndarray, s: np.ndarray, q: np.ndarray, ok: np.ndarray) -> int:
+    """`search.best_of`."""
+    jm, found = np.inf, False
+    for i in range(j.shape[0]):
+        if ok[i]:
+            found = True
+            jm = min(jm, j[i])
+    if not found:
+        return -1
+    sm = np.inf
+    for i in range(j.shape[0]):
+        if ok[i] and j[i] <= jm * (1 + _TOL) + _TOL:
+            sm = min(sm, s[i])
+    best, qm = -1, np.inf
+    for i in range(j.shape[0]):
+        if ok[i] and j[i] <= jm * (1 + _TOL) + _TOL and s[i] <= sm * (1 + _TOL) + _TOL and (best < 0 or q[i] < qm):
+            best, qm = i, q[i]
+    return best
+
+
+@njit(cache=True)
+def _better(j: float, s: float, q: float, j0: float, s0: float) -> bool:
+    """`search._better`."""
+    if j < j0 * (1 - _TOL) - _TOL:
+        return True
+    if j > j0 * (1 + _TOL) + _TOL:
+        return False
+    if s < s0 * (1 - _TOL) - _TOL:
+        return True
+    return s <= s0 * (1 + _TOL) + _TOL and q < -_TOL * max(abs(j0), 1e-30) ** 2
+
+
+@njit(cache=True)
+def _take(L, count, hold, used, mem, r, g, vec) -> None:  # noqa: ANN001
+    """`Loads.take`."""
+    count[g, r] -= 1
+    if count[g, r] == 0:
+        L[:, r] -= hold[g]
+    L[:, r] -= vec
+    for t in range(used.shape[0]):
+        used[t, r] += -mem[t]
+
+
+@njit(cache=True)
+def _put(L, count, hold, used, mem, r, g, vec) -> None:  # noqa: ANN001
+    """`Loads.put`."""
+    if count[g, r] == 0:
+        L[:, r] += hold[g]
+    count[g, r] += 1
+    L[:, r] += vec
+    for t in range(used.shape[0]):
+        used[t, r] += mem[t]
+
+
+@njit(cache=True)
+def _fits(used, cap, mem, r) -> bool:  # noqa: ANN001
+    """`Bins.fits_rank`."""
+    for t in range(used.shape[0]):
+        if mem[t] > 0 and not used[t, r] + mem[t] <= cap[t] * _ROOM:
+            return False
+    return True
+
+
+@njit(cache=True)
+def try_rank(L, count, hold, weight, w0, w1, const, topi, topv, a, order, ranks, vecs, groups, tables,  # noqa: ANN001
+             multi, mems, used, cap, j0, s0) -> bool:
+    """`_improve_move` then `_improve_swap` for hot rank a and its pieces `order` (largest first): applies the
+    first improving move or swap to L, count, used and ranks and returns True, or returns False."""
+    K, W = L.shape
+    P = ranks.shape[0]
+    for i in order:
+        ok = np.empty(W, dtype=np.bool_)
+        for b in range(W):
+            ok[b] = _fits(used, cap, mems[i], b)
+        ok[a] = False
+        if multi[tables[i]]:
+            for o in range(P):
+                if tables[o] == tables[i]:
+                    ok[ranks[o]] = False
+        J, S, Q = move_scores(L, count, hold, weight, w0, w1, const, topi, topv, a, groups[i], vecs[i])
+        b = _best_of(J, S, Q, ok)
+        if b >= 0 and _better(J[b], S[b], Q[b], j0, s0):
+            _take(L, count, hold, used, mems[i], a, groups[i], vecs[i])
+            _put(L, count, hold, used, mems[i], b, groups[i], vecs[i])
+            ranks[i] = b
+            return True
+    load = np.zeros(W)
+    for k in range(K):
+        for r in range(W):
+            load[r] += L[k, r] * weight[k]
+    cold = np.zeros(W, dtype=np.bool_)
+    cold[np.argsort(load, kind="mergesort")[:max(2, W // 4)]] = True
+    for i in order:
+        n = 0
+        others = np.empty(P, dtype=np.int64)
+        for o in range(P):
+            if ranks[o] != a and tables[o] != tables[i] and cold[ranks[o]]:
+                others[n] = o
+                n += 1
+        if n == 0:
+            continue
+        others = others[:n]
+        J, S, Q = swap_scores(L, count, hold, weight, w0, w1, const, topi, topv, a, groups[i], vecs[i],
+                              ranks[others], groups[others], vecs[others])
+        good = np.ones(n, dtype=np.bool_)
+        for _ in range(8):
+            k = _best_of(J, S, Q, good)
+            if k < 0 or not _better(J[k], S[k], Q[k], j0, s0):
+                break
+            good[k] = False
+            o = others[k]
+            b = ranks[o]
+            clash = False
+            for x in range(P):
+                if (multi[tables[i]] and tables[x] == tables[i] and x != i and ranks[x] == b) or \
+                        (multi[tables[o]] and tables[x] == tables[o] and x != o and ranks[x] == a):
+                    clash = True
+            if clash:
+                continue
+            _take(L, count, hold, used, mems[i], a, groups[i], vecs[i])
+            _take(L, count, hold, used, mems[o], b, groups[o], vecs[o])
+            if _fits(used, cap, mems[i], b) and _fits(used, cap, mems[o], a):
+                _put(L, count, hold, used, mems[i], b, groups[i], vecs[i])
+                _put(L, count, hold, used, mems[o], a, groups[o], vecs[o])
+                ranks[i], ranks[o] = b, a
+                return True
+            _put(L, count, hold, used, mems[i], a, groups[i], vecs[i])
+            _put(L, count, hold, used, mems[o], b, groups[o], vecs[o])
+    return False

@@ -26,7 +26,7 @@ from embedding.spec import TableSpec
 from sharding.layouts import column_splits, row_ranges, row_sizes, table_plan
 from sharding.lns import loads_of
 from sharding.plan import ShardingPlan, ShardingType
-from sharding.search import _TOL, HOT_RANKS, STYPES, Loads, Piece, Resources, _better, best_of, local_search
+from sharding.search import _TOL, HOT_RANKS, STYPES, Loads, Piece, Resources, _better, local_search
 
 __all__ = ["Builder", "NoFit", "repolish", "retype", "Option", "RETYPE_ROUNDS"]
 
@@ -240,8 +240,7 @@ class Builder:
             p = pieces[i]
             ok = state.fits(p.mem)
             ok[taken.setdefault(p.table, [])] = False
-            j, s, q = state.place_scores(p.gi, p.vec)
-            r = best_of(j, s, q, ok)
+            r = state.place_best(p.gi, p.vec, ok)
             if r < 0:
                 raise NoFit(p.table)
             state.put(r, p.st, p.vec, p.mem)
@@ -304,8 +303,7 @@ def _place_new(state: Loads, st: ShardingType, v: np.ndarray, m: dict[str, float
     for _ in range(k):
         ok = state.fits(m)
         ok[taken] = False
-        j, s, q = state.place_scores(g, v)
-        r = best_of(j, s, q, ok)
+        r = state.place_best(g, v, ok)
         if r < 0:
             return None
         state.put(r, st, v, m)

@@ -20,7 +20,7 @@ from embedding.spec import TableSpec
 from sharding.cost import COLLECTIVE_CALLS, CostModel
 from sharding.packing import Bins
 from sharding.plan import ShardingType, TablePlan
-from sharding.search_kernels import try_rank
+from sharding.search_kernels import place_best, try_rank
 from sharding.trec_cost import TorchRecCostModel
 
 __all__ = ["Resources", "Piece", "Loads", "local_search"]
@@ -54,12 +54,17 @@ class Resources:
             _, w0 = cost._fixed({st: set()}, self.w)
             self.hold[i, :3] = w1[:, 0] - w0[:, 0]
         self._memo: dict[tuple, tuple[np.ndarray, dict[str, float]]] = {} if share is None else share._memo
+        self._consts: dict[tuple, float] = {} if share is None else share._consts
         self.table_plans: dict[tuple, TablePlan] = {} if share is None else share.table_plans  # immutable: shared
 
     def const(self, groups: set[ShardingType]) -> float:
-        """Fixed seconds of the step with these groups present (same on every rank)."""
-        lat, work = self.cost._fixed({g: set() for g in groups}, self.w)
-        return float(lat + work[:, 0].sum())
+        """Fixed seconds of the step with these groups present (same on every rank); memoised by the groups in
+        their iteration order, which decides the order of the sum."""
+        key = tuple(groups)
+        if key not in self._consts:
+            lat, work = self.cost._fixed({g: set() for g in key}, self.w)
+            self._consts[key] = float(lat + work[:, 0].sum())
+        return self._consts[key]
 
     def shard(self, t: TableSpec, st: ShardingType, rows: int, cols: int, tier: str, cf: float,
               ) -> tuple[np.ndarray, dict[str, float]]:
@@ -170,6 +175,11 @@ class Loads(Bins):
         new = np.maximum(self.L.max(axis=1)[:, None], self.L + add)
         j, s = self.res.score(new, self.const)
         return j, s, self._ssq(self.L, add)
+
+    def place_best(self, g: int, vec: np.ndarray, ok: np.ndarray) -> int:
+        """`best_of(*self.place_scores(g, vec), ok)` in one compiled call (`search_kernels.place_best`)."""
+        res = self.res
+        return place_best(self.L, self.count, res.hold, res.weight, res.s0, res.s1, self.const, g, vec, ok)
 
     def host_scores(self, g: int, shards: list[tuple[np.ndarray, dict[str, float]]], const: float,
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["try_rank", "move_scores", "swap_scores", "pairwise_sum"]
+__all__ = ["try_rank", "place_best", "place_scores", "move_scores", "swap_scores", "pairwise_sum"]
 
 _TOL = 1e-12
 _ROOM = 1 + 1e-12  # as `Bins.fits`: a tier fits up to its capacity × (1 + 1e-12)
@@ -80,6 +80,33 @@ def _ssq(weight: np.ndarray, col: np.ndarray, delta: np.ndarray, pairwise: bool)
     for k in range(t.shape[0]):
         tot += t[k]
     return tot
+
+
+@njit(cache=True)
+def place_scores(L, count, hold, weight, w0, w1, const, g, vec):  # noqa: ANN001, ANN201
+    """(J, secondary, Δ Σ L²) after adding `vec` (group g) to each rank, as `Loads.place_scores`."""
+    K, W = L.shape
+    one = W == 1  # numpy reduces a (K, 1) array pairwise
+    top = np.empty(K)
+    for k in range(K):
+        top[k] = L[k].max()
+    J, S, Q = np.empty(W), np.empty(W), np.empty(W)
+    new, add = np.empty(K), np.empty(K)
+    for b in range(W):
+        h = 1.0 if count[g, b] == 0 else 0.0
+        for k in range(K):
+            add[k] = vec[k] + hold[g, k] * h
+            new[k] = _max(top[k], L[k, b] + add[k])
+        J[b], S[b] = _score(new, w0, w1, const, one)
+        Q[b] = _ssq(weight, L[:, b], add, one)
+    return J, S, Q
+
+
+@njit(cache=True)
+def place_best(L, count, hold, weight, w0, w1, const, g, vec, ok) -> int:  # noqa: ANN001
+    """The rank `best_of(*Loads.place_scores(g, vec), ok)` picks: −1 if none is ok."""
+    J, S, Q = place_scores(L, count, hold, weight, w0, w1, const, g, vec)
+    return _best_of(J, S, Q, ok)
 
 
 @njit(cache=True)

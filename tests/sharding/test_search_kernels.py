@@ -8,7 +8,7 @@ import pytest
 from sharding import CostModel, load_topology
 from sharding.plan import ShardingType
 from sharding.search import STYPES, Loads, Resources, best_of
-from sharding.search_kernels import _best_of, move_scores, pairwise_sum, swap_scores
+from sharding.search_kernels import _best_of, move_scores, pairwise_sum, place_scores, swap_scores
 from sharding.tablesets import load_tables
 from sharding.trec_cost import TorchRecCostModel
 from sharding.workload import PlanWorkload
@@ -77,3 +77,17 @@ def test_the_kernels_pick_the_candidate_best_of_picks_ties_included() -> None:
         j, s, q = (rng.integers(0, 3, n) * 1.0 for _ in range(3))
         ok = rng.random(n) < 0.7
         assert _best_of(j, s, q, ok) == best_of(j, s, q, ok)
+
+
+@pytest.mark.parametrize(("seed", "ranks", "mode"), [(6, 1, "train"), (7, 2, "inference"), (8, 8, "train"),
+                                                     (9, 40, "inference")])
+def test_place_scores_and_the_pick_are_the_numpy_ones_bit_for_bit(seed: int, ranks: int, mode: str) -> None:
+    state, pieces = _state(seed, ranks, mode)
+    rng = np.random.default_rng(seed)
+    for _, g, v in pieces:
+        want = state.place_scores(g, v)
+        got = place_scores(*_args(state)[:7], g, v)
+        for x, y in zip(got, want, strict=True):
+            assert np.array_equal(x, y)
+        ok = rng.random(ranks) < 0.8
+        assert state.place_best(g, v, ok) == best_of(*want, ok)

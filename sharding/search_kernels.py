@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["try_rank", "place_best", "place_scores", "move_scores", "swap_scores", "pairwise_sum"]
+__all__ = ["try_rank", "place_best", "place_cut", "place_scores", "move_scores", "swap_scores", "pairwise_sum"]
 
 _TOL = 1e-12
 _ROOM = 1 + 1e-12  # as `Bins.fits`: a tier fits up to its capacity × (1 + 1e-12)
@@ -107,6 +107,44 @@ def place_best(L, count, hold, weight, w0, w1, const, g, vec, ok) -> int:  # noq
     """The rank `best_of(*Loads.place_scores(g, vec), ok)` picks: −1 if none is ok."""
     J, S, Q = place_scores(L, count, hold, weight, w0, w1, const, g, vec)
     return _best_of(J, S, Q, ok)
+
+
+@njit(cache=True)
+def place_cut(L, count, hold, weight, w0, w1, const, first_const, after_const, g, vec, mem, used, cap, k,  # noqa: ANN001, ANN201
+              j0):
+    """`pack._try_split`'s trial of k column blocks `vec` (group g), on copies of the loads: skipped (no ranks) if
+    the first block on its best rank, with the step's fixed cost `first_const`, already has J > j0; else the
+    blocks placed greedily one per distinct rank (`_place_new`) and the objective with fixed cost `after_const`:
+    (ranks, J, secondary); no ranks if they do not fit."""
+    W = L.shape[1]
+    none = np.empty(0, dtype=np.int64)
+    J, _, _ = place_scores(L, count, hold, weight, w0, w1, first_const, g, vec)
+    lo, found = np.inf, False
+    for b in range(W):
+        if _fits(used, cap, mem, b):
+            found = True
+            lo = min(lo, J[b])
+    if not found or lo > j0 * (1 + _TOL) + _TOL:
+        return none, 0.0, 0.0
+    L, count, used = L.copy(), count.copy(), used.copy()
+    ranks = np.empty(k, dtype=np.int64)
+    ok = np.empty(W, dtype=np.bool_)
+    for i in range(k):
+        for b in range(W):
+            ok[b] = _fits(used, cap, mem, b)
+        for x in range(i):
+            ok[ranks[x]] = False
+        J, S, Q = place_scores(L, count, hold, weight, w0, w1, const, g, vec)
+        r = _best_of(J, S, Q, ok)
+        if r < 0:
+            return none, 0.0, 0.0
+        _put(L, count, hold, used, mem, r, g, vec)
+        ranks[i] = r
+    top = np.empty(L.shape[0])
+    for x in range(L.shape[0]):
+        top[x] = L[x].max()
+    j, s = _score(top, w0, w1, after_const, True)
+    return ranks, j, s
 
 
 @njit(cache=True)

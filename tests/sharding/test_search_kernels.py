@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 from sharding import CostModel, load_topology
+from sharding.pack import _place_new, _refresh_const, _restore, _snapshot
 from sharding.plan import ShardingType
 from sharding.search import STYPES, Loads, Resources, best_of
-from sharding.search_kernels import _best_of, move_scores, pairwise_sum, place_scores, swap_scores
+from sharding.search_kernels import _best_of, move_scores, pairwise_sum, place_cut, place_scores, swap_scores
 from sharding.tablesets import load_tables
 from sharding.trec_cost import TorchRecCostModel
 from sharding.workload import PlanWorkload
@@ -91,3 +92,25 @@ def test_place_scores_and_the_pick_are_the_numpy_ones_bit_for_bit(seed: int, ran
             assert np.array_equal(x, y)
         ok = rng.random(ranks) < 0.8
         assert state.place_best(g, v, ok) == best_of(*want, ok)
+
+
+@pytest.mark.parametrize(("seed", "ranks", "mode"), [(10, 2, "train"), (11, 8, "inference"), (12, 16, "train")])
+def test_a_column_wise_cut_trial_places_and_scores_as_the_numpy_greedy(seed: int, ranks: int, mode: str) -> None:
+    state, pieces = _state(seed, ranks, mode)
+    res, g = state.res, STYPES.index(CW)
+    used = np.stack([state.used[x] for x in state.tiers])
+    cap = np.array([state.cap[x] for x in state.tiers])
+    after = res.const({STYPES[i] for i in np.flatnonzero((state.count.sum(axis=1) > 0) | (np.arange(len(STYPES)) == g))})
+    for t in state.res.cost.workload.tables[:6]:
+        for k in (1, 2, min(4, ranks)):
+            v, m = res.shard(t, CW, t.rows, max(t.dim // k, 1), "hbm", 1.0)
+            got, j, s = place_cut(state.L, state.count, res.hold, res.weight, res.s0, res.s1, state.const,
+                                  state.const, after, g, v, np.array([m.get(x, 0.0) for x in state.tiers]), used,
+                                  cap, k, np.inf)
+            snap = _snapshot(state)
+            want = _place_new(state, CW, v, m, k)
+            assert got.tolist() == (want or [])
+            if want is not None:
+                _refresh_const(state)
+                assert (j, s) == state.objective()
+            _restore(state, snap)

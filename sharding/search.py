@@ -121,7 +121,8 @@ class Loads(Bins):
             self.L[:, rank] += self.res.hold[g]
         self.count[g, rank] += 1
         self.L[:, rank] += vec
-        self.add(rank, 0.0, mem)
+        for t, b in mem.items():  # `Bins.add` without the load (unused here)
+            self.used[t][rank] += b
 
     def put_all(self, st: ShardingType, vec: np.ndarray, mem: dict[str, float]) -> None:
         """`put` of one shard of this size on every rank (data-parallel replicas), vectorised."""
@@ -155,7 +156,8 @@ class Loads(Bins):
         if self.count[g, rank] == 0:
             self.L[:, rank] -= self.res.hold[g]
         self.L[:, rank] -= vec
-        self.remove(rank, 0.0, mem)
+        for t, b in mem.items():  # `Bins.remove` without the load (unused here)
+            self.used[t][rank] -= b
 
     def objective(self) -> tuple[float, float]:
         j, s = self.res.score(self.L.max(axis=1), self.const)

@@ -8,6 +8,7 @@ order of a rank's pieces), as before. Tests check the kernels against the numpy 
 """
 from __future__ import annotations
 
+import numba
 import numpy as np
 from numba import njit
 
@@ -321,3 +322,14 @@ def try_rank(L, count, hold, weight, w0, w1, const, topi, topv, a, order, ranks,
             _put(L, count, hold, used, mems[i], a, groups[i], vecs[i])
             _put(L, count, hold, used, mems[o], b, groups[o], vecs[o])
     return False
+
+
+# Compiled at import, as `sharding.anneal`'s kernel: loaded from numba's disk cache (written once per checkout, or
+# to numba's user-wide cache where the checkout is read-only), so the first plan of a process does not wait.
+_F, _F2, _I, _I2, _B = (numba.float64, numba.float64[:, ::1], numba.int64[::1], numba.int64[:, ::1],
+                        numba.boolean[::1])
+_LOADS = (_F2, _I2, _F2, numba.float64[::1], _F, _F, _F)  # L, count, hold, weight, scales, fixed cost
+try_rank.compile((*_LOADS, _I2, _F2, numba.int64, _I, _I, _F2, _I, _I, _B, _F2, _F2, numba.float64[::1], _F, _F))
+place_best.compile((*_LOADS, numba.int64, numba.float64[::1], _B))
+place_cut.compile((*_LOADS, _F, _F, numba.int64, numba.float64[::1], numba.float64[::1], _F2, numba.float64[::1],
+                   numba.int64, _F))

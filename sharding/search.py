@@ -20,7 +20,7 @@ from embedding.spec import TableSpec
 from sharding.cost import COLLECTIVE_CALLS, CostModel
 from sharding.packing import Bins
 from sharding.plan import ShardingType, TablePlan
-from sharding.search_kernels import place_best, try_rank
+from sharding.search_kernels import host_scores, place_best, try_rank
 from sharding.trec_cost import TorchRecCostModel
 
 __all__ = ["Resources", "Piece", "Loads", "local_search"]
@@ -186,7 +186,17 @@ class Loads(Bins):
     def host_scores(self, g: int, shards: list[tuple[np.ndarray, dict[str, float]]], const: float,
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(fits, J, secondary) per host after putting shards[i] (group g) on each host's i-th rank (a
-        table-row-wise group), all hosts at once; `const` is the step's fixed cost with the group present."""
+        table-row-wise group), all hosts at once; `const` is the step's fixed cost with the group present. One
+        compiled call (`search_kernels.host_scores`; `host_scores_reference` is its numpy form)."""
+        tiers = self.tiers
+        vecs = np.array([v for v, _ in shards])
+        mems = np.array([[m.get(t, 0.0) for t in tiers] for _, m in shards])
+        return host_scores(self.L, self.count, self.res.hold, self.res.s0, self.res.s1, const, g, vecs, mems,
+                           np.stack([self.used[t] for t in tiers]), np.array([self.cap[t] for t in tiers], float))
+
+    def host_scores_reference(self, g: int, shards: list[tuple[np.ndarray, dict[str, float]]], const: float,
+                              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`host_scores` in numpy (tests check the kernel against it)."""
         h = len(shards)
         n = self.L.shape[1] // h
         vec = np.stack([v for v, _ in shards], axis=1)[:, None, :]  # (K, 1, h)

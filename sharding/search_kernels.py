@@ -12,7 +12,7 @@ import numba
 import numpy as np
 from numba import njit
 
-__all__ = ["try_rank", "place_best", "place_cut", "place_scores", "move_scores", "swap_scores", "pairwise_sum"]
+__all__ = ["try_rank", "place_best", "place_cut", "host_scores", "place_scores", "move_scores", "swap_scores", "pairwise_sum"]
 
 _TOL = 1e-12
 _ROOM = 1 + 1e-12  # as `Bins.fits`: a tier fits up to its capacity × (1 + 1e-12)
@@ -146,6 +146,36 @@ def place_cut(L, count, hold, weight, w0, w1, const, first_const, after_const, g
         top[x] = L[x].max()
     j, s = _score(top, w0, w1, after_const, True)
     return ranks, j, s
+
+
+@njit(cache=True)
+def host_scores(L, count, hold, w0, w1, const, g, vecs, mems, used, cap):  # noqa: ANN001, ANN201
+    """(fits, J, secondary) per host after putting vecs[i] (bytes per tier mems[i]) of group g on each host's i-th
+    rank, as `Loads.host_scores_reference`."""
+    K, W = L.shape
+    h = vecs.shape[0]
+    n = W // h
+    top = np.empty(K)
+    for k in range(K):
+        top[k] = L[k].max()
+    ok = np.ones(n, dtype=np.bool_)
+    J, S = np.empty(n), np.empty(n)
+    new = np.empty(K)
+    for x in range(n):
+        for i in range(h):
+            r = x * h + i
+            for t in range(used.shape[0]):
+                if mems[i, t] > 0 and not used[t, r] + mems[i, t] <= cap[t] * _ROOM:
+                    ok[x] = False
+        for k in range(K):
+            m = -np.inf
+            for i in range(h):
+                r = x * h + i
+                v = (L[k, r] + hold[g, k] * (1.0 if count[g, r] == 0 else 0.0)) + vecs[i, k]
+                m = v if i == 0 else (m if m >= v else v)  # numpy's max over the host's ranks
+            new[k] = _max(top[k], m)
+        J[x], S[x] = _score(new, w0, w1, const, n == 1)
+    return ok, J, S
 
 
 @njit(cache=True)
@@ -331,5 +361,6 @@ _F, _F2, _I, _I2, _B = (numba.float64, numba.float64[:, ::1], numba.int64[::1], 
 _LOADS = (_F2, _I2, _F2, numba.float64[::1], _F, _F, _F)  # L, count, hold, weight, scales, fixed cost
 try_rank.compile((*_LOADS, _I2, _F2, numba.int64, _I, _I, _F2, _I, _I, _B, _F2, _F2, numba.float64[::1], _F, _F))
 place_best.compile((*_LOADS, numba.int64, numba.float64[::1], _B))
+host_scores.compile((_F2, _I2, _F2, _F, _F, _F, numba.int64, _F2, _F2, _F2, numba.float64[::1]))
 place_cut.compile((*_LOADS, _F, _F, numba.int64, numba.float64[::1], numba.float64[::1], _F2, numba.float64[::1],
                    numba.int64, _F))

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from sharding import CostModel, load_topology
+from sharding.layouts import row_ranges
 from sharding.pack import _place_new, _refresh_const, _restore, _snapshot
 from sharding.plan import ShardingType
 from sharding.search import STYPES, Loads, Resources, best_of
@@ -14,7 +15,7 @@ from sharding.tablesets import load_tables
 from sharding.trec_cost import TorchRecCostModel
 from sharding.workload import PlanWorkload
 
-TW, CW = ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE
+TW, CW, TWRW = ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE, ShardingType.TABLE_ROW_WISE
 
 
 @pytest.mark.parametrize("n", [*range(1, 20), 31, 64, 127])
@@ -114,3 +115,22 @@ def test_a_column_wise_cut_trial_places_and_scores_as_the_numpy_greedy(seed: int
                 _refresh_const(state)
                 assert (j, s) == state.objective()
             _restore(state, snap)
+
+
+@pytest.mark.parametrize(("seed", "hardware", "ranks"), [(13, "dgx_h100", 8), (14, "dgx_h100_x2", 16),
+                                                         (15, "dgx_h100_x8", 32)])
+def test_host_scores_are_the_numpy_ones_bit_for_bit(seed: int, hardware: str, ranks: int) -> None:
+    wl = PlanWorkload(load_tables(f"random:{ranks * 2}:{seed}"), 2048)
+    topo = load_topology(hardware, ranks)
+    res = Resources(CostModel(wl, topo), TorchRecCostModel(wl, topo), (1e-3, 2e-3))
+    state = Loads(res, topo, {TW, TWRW})
+    rng = np.random.default_rng(seed)
+    for t in wl.tables[:ranks]:
+        state.put(int(rng.integers(ranks)), TW, *res.shard(t, TW, t.rows, t.dim, "hbm", 1.0))
+    h = topo.ranks_per_host
+    for t in wl.tables[ranks:]:
+        shards = [res.shard(t, TWRW, hi - lo, t.dim, "hbm", 1.0) for lo, hi in row_ranges(t.rows, h)]
+        got = state.host_scores(STYPES.index(TWRW), shards, state.const)
+        want = state.host_scores_reference(STYPES.index(TWRW), shards, state.const)
+        for x, y in zip(got, want, strict=True):
+            assert np.array_equal(x, y)

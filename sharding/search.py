@@ -20,7 +20,7 @@ from embedding.spec import TableSpec
 from sharding.cost import COLLECTIVE_CALLS, CostModel
 from sharding.packing import Bins
 from sharding.plan import ShardingType, TablePlan
-from sharding.search_kernels import host_scores, place_best, try_rank
+from sharding.search_kernels import host_scores, place_best, summary, try_rank
 from sharding.trec_cost import TorchRecCostModel
 
 __all__ = ["Resources", "Piece", "Loads", "local_search"]
@@ -80,8 +80,8 @@ class Resources:
         return self._memo[key]
 
     def summary(self, v: np.ndarray) -> np.ndarray:
-        """(ours, TorchRec) scaled seconds of a vector, as if it were alone on a rank."""
-        return np.array([self.s0 * v[:-1].sum(), self.s1 * v[-1]])
+        """(ours, TorchRec) scaled seconds of a vector, as if it were alone on a rank (one compiled call)."""
+        return summary(v, self.s0, self.s1)
 
     def score(self, maxima: np.ndarray, const: float) -> tuple[np.ndarray, np.ndarray]:
         """(J, ours + TorchRec) for row maxima `maxima` (K,) or (K, n)."""

@@ -1,10 +1,14 @@
-"""Compiled moves and swaps of `search.local_search` for one hot rank: numba, so that a try costs no numpy call.
+"""The planner's hot loops compiled (numba), so that each step costs one call instead of a dozen numpy calls on
+(resources × ranks) arrays: a hot rank's moves and swaps in `search.local_search` (`try_rank`), the greedy
+placement of a piece (`place_best`), a column-wise re-cut trial of `pack.retype` (`place_cut`), a table-row-wise
+group on every host (`host_scores`) and a vector's summary (`summary`).
 
-Each kernel repeats the numpy code of `Loads.move_scores`, `Loads.swap_scores`, `Loads.take`/`put` and
-`best_of`/`_better` in the same order of float operations, so plans are bitwise the same. numpy sums a row-major
-(K, n) array over axis 0 row by row, but a column-major one, or one with n = 1, pairwise (`pairwise_sum`); the
-kernels sum each figure as numpy does for the layout it has there. Ties between ranks or pieces are broken by numpy outside the kernels (`top3`, the
-order of a rank's pieces), as before. Tests check the kernels against the numpy methods.
+Each kernel repeats the numpy code it replaces (`Loads.move_scores`, `swap_scores`, `place_scores`,
+`host_scores_reference`, `take`/`put`, `best_of`, `_better`) in the same order of float operations, so plans are
+bitwise the same. numpy sums a row-major (K, n) array over axis 0 row by row, but a column-major one, or one with
+n = 1, or a vector, pairwise (`pairwise_sum`); the kernels sum each figure as numpy does for the layout it has
+there. Ties between ranks or pieces are broken by numpy outside the kernels (`top3`, the order of a rank's
+pieces), as before. tests/sharding/test_search_kernels.py checks the kernels against the numpy code.
 """
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ import numba
 import numpy as np
 from numba import njit
 
-__all__ = ["try_rank", "place_best", "place_cut", "host_scores", "place_scores", "move_scores", "swap_scores", "pairwise_sum"]
+__all__ = ["summary", "try_rank", "place_best", "place_cut", "host_scores", "place_scores", "move_scores", "swap_scores", "pairwise_sum"]
 
 _TOL = 1e-12
 _ROOM = 1 + 1e-12  # as `Bins.fits`: a tier fits up to its capacity × (1 + 1e-12)
@@ -38,6 +42,15 @@ def pairwise_sum(x: np.ndarray) -> float:
         res += x[i]
         i += 1
     return res
+
+
+@njit(cache=True)
+def summary(v: np.ndarray, s0: float, s1: float) -> np.ndarray:
+    """`Resources.summary`: (ours, TorchRec) scaled seconds of a vector, numpy's sum."""
+    out = np.empty(2)
+    out[0] = s0 * pairwise_sum(v[:-1])
+    out[1] = s1 * v[-1]
+    return out
 
 
 @njit(cache=True, inline="always")
@@ -359,6 +372,7 @@ def try_rank(L, count, hold, weight, w0, w1, const, topi, topv, a, order, ranks,
 _F, _F2, _I, _I2, _B = (numba.float64, numba.float64[:, ::1], numba.int64[::1], numba.int64[:, ::1],
                         numba.boolean[::1])
 _LOADS = (_F2, _I2, _F2, numba.float64[::1], _F, _F, _F)  # L, count, hold, weight, scales, fixed cost
+summary.compile((numba.float64[::1], _F, _F))
 try_rank.compile((*_LOADS, _I2, _F2, numba.int64, _I, _I, _F2, _I, _I, _B, _F2, _F2, numba.float64[::1], _F, _F))
 place_best.compile((*_LOADS, numba.int64, numba.float64[::1], _B))
 host_scores.compile((_F2, _I2, _F2, _F, _F, _F, numba.int64, _F2, _F2, _F2, numba.float64[::1]))

@@ -1,5 +1,5 @@
-"""The compiled move and swap kernels of the local search give bitwise the figures of the numpy methods they
-replace (`Loads.move_scores`, `Loads.swap_scores`, `best_of`), so plans do not change."""
+"""The compiled kernels of the planner (`sharding.search_kernels`: moves, swaps, placement, column-wise re-cuts,
+table-row-wise hosts, summaries) give bitwise the figures of the numpy code they replace, so plans do not change."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,7 +10,15 @@ from sharding.layouts import row_ranges
 from sharding.pack import _place_new, _refresh_const, _restore, _snapshot
 from sharding.plan import ShardingType
 from sharding.search import STYPES, Loads, Resources, best_of
-from sharding.search_kernels import _best_of, move_scores, pairwise_sum, place_cut, place_scores, swap_scores
+from sharding.search_kernels import (
+    _best_of,
+    move_scores,
+    pairwise_sum,
+    place_cut,
+    place_scores,
+    summary,
+    swap_scores,
+)
 from sharding.tablesets import load_tables
 from sharding.trec_cost import TorchRecCostModel
 from sharding.workload import PlanWorkload
@@ -134,3 +142,10 @@ def test_host_scores_are_the_numpy_ones_bit_for_bit(seed: int, hardware: str, ra
         want = state.host_scores_reference(STYPES.index(TWRW), shards, state.const)
         for x, y in zip(got, want, strict=True):
             assert np.array_equal(x, y)
+
+
+def test_the_summary_kernel_is_numpys_sum_bit_for_bit() -> None:
+    rng = np.random.default_rng(1)
+    for k in range(2, 40):
+        v = rng.standard_normal(k) * 10.0 ** rng.integers(-6, 6, k)
+        assert np.array_equal(summary(v, 0.3, 0.7), np.array([0.3 * v[:-1].sum(), 0.7 * v[-1]]))

@@ -40,28 +40,41 @@ def column_splits(dim: int) -> list[int]:
 def table_plan(t: TableSpec, st: ShardingType, ranks: list[int], tier: str, cache_fraction: float = 0.0,
                ) -> TablePlan:
     """The shards of table `t` for sharding type `st` on `ranks` (CW: one rank per column block; RW/TWRW: one
-    rank per row block; DP: every rank), all in `tier`."""
-    new, put = object.__new__, object.__setattr__  # `Shard.fast` inlined: plans of 10^5 row-wise shards
-    alike: dict[tuple[int, int, str, float], list[int]] = {}  # `TablePlan.alike`, filled on the way
+    rank per row block; DP: every rank), all in `tier`. `TablePlan.alike` is filled at once (from the block
+    sizes, in the order the shards give); the shards themselves are made when first read (`TablePlan.__getattr__`)."""
+    ranks, n, dim = list(ranks), len(ranks), t.dim
+    row_blocks = st not in (ShardingType.TABLE_WISE, ShardingType.DATA_PARALLEL, ShardingType.COLUMN_WISE)
+    cols = dim // n if st == ShardingType.COLUMN_WISE and n else dim
+    alike: dict[tuple[int, int, str, float], list[int]] = {}  # `TablePlan.alike`
+    block = math.ceil(t.rows / n) if row_blocks and n else 0
+    if not block:
+        if n:
+            alike[(t.rows if not row_blocks else 0, cols, tier, cache_fraction)] = ranks
+    else:  # as `row_sizes`: full blocks, the tail, empty ones
+        full = t.rows // block
+        tail = t.rows - full * block
+        alike[(block, dim, tier, cache_fraction)] = ranks[:full]
+        if tail:
+            alike[(tail, dim, tier, cache_fraction)] = [ranks[full]]
+        if ranks[full + bool(tail):]:
+            alike[(0, dim, tier, cache_fraction)] = ranks[full + bool(tail):]
 
-    def shards_of(blocks: list[tuple[int, int, int, int, int]]) -> tuple[Shard, ...]:
+    def shards() -> tuple[Shard, ...]:
+        if st in (ShardingType.TABLE_WISE, ShardingType.DATA_PARALLEL):
+            blocks = [(r, 0, t.rows, 0, dim) for r in ranks]
+        elif st == ShardingType.COLUMN_WISE:
+            blocks = [(r, 0, t.rows, i * cols, (i + 1) * cols) for i, r in enumerate(ranks)]
+        else:
+            blocks = [(r, a, b, 0, dim) for r, (a, b) in zip(ranks, row_ranges(t.rows, n), strict=True)]
+        new, put = object.__new__, object.__setattr__  # `Shard.fast` inlined: plans of 10^5 row-wise shards
         out = []
         for rank, r0, r1, c0, c1 in blocks:
             s = new(Shard)
             put(s, "__dict__", {"rank": rank, "row_start": r0, "row_end": r1, "col_start": c0, "col_end": c1,
                                 "tier": tier, "cache_fraction": cache_fraction})
             out.append(s)
-            alike.setdefault((r1 - r0, c1 - c0, tier, cache_fraction), []).append(rank)
         return tuple(out)
 
-    if st in (ShardingType.TABLE_WISE, ShardingType.DATA_PARALLEL):
-        shards = shards_of([(r, 0, t.rows, 0, t.dim) for r in ranks])
-    elif st == ShardingType.COLUMN_WISE:
-        w = t.dim // len(ranks)
-        shards = shards_of([(r, 0, t.rows, i * w, (i + 1) * w) for i, r in enumerate(ranks)])
-    else:
-        shards = shards_of([(r, a, b, 0, t.dim)
-                            for r, (a, b) in zip(ranks, row_ranges(t.rows, len(ranks)), strict=False)])
-    plan = TablePlan(t.name, st, shards)
-    object.__setattr__(plan, "_alike", alike)  # what `alike` would compute from these shards
+    plan = object.__new__(TablePlan)
+    object.__setattr__(plan, "__dict__", {"name": t.name, "sharding_type": st, "_build": shards, "_alike": alike})
     return plan

@@ -26,7 +26,8 @@ from embedding.spec import TableSpec
 from sharding.layouts import column_splits, row_ranges, row_sizes, table_plan
 from sharding.lns import loads_of
 from sharding.plan import ShardingPlan, ShardingType
-from sharding.search import _TOL, HOT_RANKS, STYPES, Loads, Piece, Resources, _better, best_of, local_search
+from sharding.search import _TOL, HOT_RANKS, STYPES, Loads, Piece, Resources, _better, local_search
+from sharding.search_kernels import place_cut
 
 __all__ = ["Builder", "NoFit", "repolish", "retype", "Option", "RETYPE_ROUNDS"]
 
@@ -240,8 +241,7 @@ class Builder:
             p = pieces[i]
             ok = state.fits(p.mem)
             ok[taken.setdefault(p.table, [])] = False
-            j, s, q = state.place_scores(p.gi, p.vec)
-            r = best_of(j, s, q, ok)
+            r = state.place_best(p.gi, p.vec, ok)
             if r < 0:
                 raise NoFit(p.table)
             state.put(r, p.st, p.vec, p.mem)
@@ -304,8 +304,7 @@ def _place_new(state: Loads, st: ShardingType, v: np.ndarray, m: dict[str, float
     for _ in range(k):
         ok = state.fits(m)
         ok[taken] = False
-        j, s, q = state.place_scores(g, v)
-        r = best_of(j, s, q, ok)
+        r = state.place_best(g, v, ok)
         if r < 0:
             return None
         state.put(r, st, v, m)
@@ -336,20 +335,21 @@ def _try_split(state: Loads, shard: Shard, t: TableSpec, j0: float = np.inf,
         if best is None or score < best[0]:
             best = (score, st, ranks, new)
 
-    cw_const, saved = state.res.const(present | {CW}), state.const
-    for k in [k for k in column_splits(t.dim) if k <= min(w, MAX_SPLIT)] if not hopeless(CW) else []:
-        v, m = shard(t, CW, t.rows, t.dim // k)
-        state.const = cw_const  # J of the first block on its best rank bounds the re-cut's J from below
-        first = state.place_scores(STYPES.index(CW), v)[0]
-        state.const = saved
-        ok = state.fits(m)
-        if not ok.any() or float(first[ok].min()) > j0 * (1 + _TOL) + _TOL:
-            continue
-        snap = _snapshot(state)
-        ranks = _place_new(state, CW, v, m, k)
-        if ranks is not None:
-            keep(CW, ranks, [Piece(t.name, CW, v, m, r) for r in ranks])
-        _restore(state, snap)
+    if not hopeless(CW):  # each re-cut into k blocks placed in one compiled call on copies of the loads
+        cw_const = state.res.const(present | {CW})  # J of the first block on its best rank bounds the re-cut's J
+        gcw = STYPES.index(CW)
+        after = state.res.const({STYPES[g] for g in np.flatnonzero((state.count.sum(axis=1) > 0)
+                                                                    | (np.arange(len(STYPES)) == gcw))})
+        tiers, res = state.tiers, state.res
+        used = np.stack([state.used[x] for x in tiers])
+        cap = np.array([state.cap[x] for x in tiers], dtype=np.float64)
+        for k in [k for k in column_splits(t.dim) if k <= min(w, MAX_SPLIT)]:
+            v, m = shard(t, CW, t.rows, t.dim // k)
+            ranks, j, s = place_cut(state.L, state.count, res.hold, res.weight, res.s0, res.s1, state.const,
+                                    cw_const, after, gcw, v, np.array([m.get(x, 0.0) for x in tiers]), used, cap,
+                                    k, j0)
+            if len(ranks) and (best is None or (j, s) < best[0]):
+                best = ((j, s), CW, ranks.tolist(), [Piece(t.name, CW, v, m, r) for r in ranks.tolist()])
     v, m = shard(t, DP, t.rows, t.dim)
     fast = topo.fast.name
     if set(m) == {fast} and state.fits(m).all() \

@@ -22,11 +22,12 @@ class Bins:
 
     def fits(self, mem: dict[str, float]) -> np.ndarray:
         """Boolean mask of ranks with room for `mem` in every tier."""
-        ok = np.ones(self.topology.world_size, dtype=bool)
+        ok = None  # a new array in any case: callers change it
         for t, b in mem.items():
             if b > 0:
-                ok &= self.used[t] + b <= self.cap[t] * (1 + 1e-12)
-        return ok
+                room = self.used[t] + b <= self.cap[t] * (1 + 1e-12)
+                ok = room if ok is None else ok & room
+        return np.ones(self.topology.world_size, dtype=bool) if ok is None else ok
 
     def add(self, rank: int, load: float, mem: dict[str, float]) -> None:
         self.load[rank] += load

@@ -88,6 +88,21 @@ class TablePlan:
     sharding_type: ShardingType
     shards: tuple[Shard, ...]
 
+    def __getattr__(self, name: str) -> Any:
+        """`shards` of a plan from `layouts.table_plan` are made on first use: the optimizer rates its packings
+        by `alike` alone and reads the shards of the one it returns (t856/128 builds 10^5 shards otherwise)."""
+        build = self.__dict__.get("_build") if name == "shards" else None
+        if build is None:
+            raise AttributeError(name)
+        shards = build()
+        object.__setattr__(self, "shards", shards)
+        return shards
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled with its shards made (the builder is a closure)."""
+        _ = self.shards
+        return {k: v for k, v in self.__dict__.items() if k != "_build"}
+
     @property
     def ranks(self) -> list[int]:
         return [s.rank for s in self.shards]

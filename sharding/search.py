@@ -20,6 +20,7 @@ from embedding.spec import TableSpec
 from sharding.cost import COLLECTIVE_CALLS, CostModel
 from sharding.packing import Bins
 from sharding.plan import ShardingType, TablePlan
+from sharding.search_kernels import host_scores, place_best, summary, try_rank
 from sharding.trec_cost import TorchRecCostModel
 
 __all__ = ["Resources", "Piece", "Loads", "local_search"]
@@ -53,12 +54,17 @@ class Resources:
             _, w0 = cost._fixed({st: set()}, self.w)
             self.hold[i, :3] = w1[:, 0] - w0[:, 0]
         self._memo: dict[tuple, tuple[np.ndarray, dict[str, float]]] = {} if share is None else share._memo
+        self._consts: dict[tuple, float] = {} if share is None else share._consts
         self.table_plans: dict[tuple, TablePlan] = {} if share is None else share.table_plans  # immutable: shared
 
     def const(self, groups: set[ShardingType]) -> float:
-        """Fixed seconds of the step with these groups present (same on every rank)."""
-        lat, work = self.cost._fixed({g: set() for g in groups}, self.w)
-        return float(lat + work[:, 0].sum())
+        """Fixed seconds of the step with these groups present (same on every rank); memoised by the groups in
+        their iteration order, which decides the order of the sum."""
+        key = tuple(groups)
+        if key not in self._consts:
+            lat, work = self.cost._fixed({g: set() for g in key}, self.w)
+            self._consts[key] = float(lat + work[:, 0].sum())
+        return self._consts[key]
 
     def shard(self, t: TableSpec, st: ShardingType, rows: int, cols: int, tier: str, cf: float,
               ) -> tuple[np.ndarray, dict[str, float]]:
@@ -74,8 +80,8 @@ class Resources:
         return self._memo[key]
 
     def summary(self, v: np.ndarray) -> np.ndarray:
-        """(ours, TorchRec) scaled seconds of a vector, as if it were alone on a rank."""
-        return np.array([self.s0 * v[:-1].sum(), self.s1 * v[-1]])
+        """(ours, TorchRec) scaled seconds of a vector, as if it were alone on a rank (one compiled call)."""
+        return summary(v, self.s0, self.s1)
 
     def score(self, maxima: np.ndarray, const: float) -> tuple[np.ndarray, np.ndarray]:
         """(J, ours + TorchRec) for row maxima `maxima` (K,) or (K, n)."""
@@ -115,7 +121,8 @@ class Loads(Bins):
             self.L[:, rank] += self.res.hold[g]
         self.count[g, rank] += 1
         self.L[:, rank] += vec
-        self.add(rank, 0.0, mem)
+        for t, b in mem.items():  # `Bins.add` without the load (unused here)
+            self.used[t][rank] += b
 
     def put_all(self, st: ShardingType, vec: np.ndarray, mem: dict[str, float]) -> None:
         """`put` of one shard of this size on every rank (data-parallel replicas), vectorised."""
@@ -149,7 +156,8 @@ class Loads(Bins):
         if self.count[g, rank] == 0:
             self.L[:, rank] -= self.res.hold[g]
         self.L[:, rank] -= vec
-        self.remove(rank, 0.0, mem)
+        for t, b in mem.items():  # `Bins.remove` without the load (unused here)
+            self.used[t][rank] -= b
 
     def objective(self) -> tuple[float, float]:
         j, s = self.res.score(self.L.max(axis=1), self.const)
@@ -170,10 +178,25 @@ class Loads(Bins):
         j, s = self.res.score(new, self.const)
         return j, s, self._ssq(self.L, add)
 
+    def place_best(self, g: int, vec: np.ndarray, ok: np.ndarray) -> int:
+        """`best_of(*self.place_scores(g, vec), ok)` in one compiled call (`search_kernels.place_best`)."""
+        res = self.res
+        return place_best(self.L, self.count, res.hold, res.weight, res.s0, res.s1, self.const, g, vec, ok)
+
     def host_scores(self, g: int, shards: list[tuple[np.ndarray, dict[str, float]]], const: float,
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(fits, J, secondary) per host after putting shards[i] (group g) on each host's i-th rank (a
-        table-row-wise group), all hosts at once; `const` is the step's fixed cost with the group present."""
+        table-row-wise group), all hosts at once; `const` is the step's fixed cost with the group present. One
+        compiled call (`search_kernels.host_scores`; `host_scores_reference` is its numpy form)."""
+        tiers = self.tiers
+        vecs = np.array([v for v, _ in shards])
+        mems = np.array([[m.get(t, 0.0) for t in tiers] for _, m in shards])
+        return host_scores(self.L, self.count, self.res.hold, self.res.s0, self.res.s1, const, g, vecs, mems,
+                           np.stack([self.used[t] for t in tiers]), np.array([self.cap[t] for t in tiers], float))
+
+    def host_scores_reference(self, g: int, shards: list[tuple[np.ndarray, dict[str, float]]], const: float,
+                              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`host_scores` in numpy (tests check the kernel against it)."""
         h = len(shards)
         n = self.L.shape[1] // h
         vec = np.stack([v for v, _ in shards], axis=1)[:, None, :]  # (K, 1, h)
@@ -275,88 +298,43 @@ def _better(j: float, s: float, q: float, j0: float, s0: float) -> bool:
 def local_search(state: Loads, pieces: list[Piece], max_iters: int) -> int:
     """Moves, then swaps, of pieces on the ranks that hold some row's maximum, first improvement of
     (J, secondary, Σ L²); a table's column blocks stay on distinct ranks. Returns the iterations used.
-    `max_iters` ends it (counted work, not the clock: the same plan on any machine)."""
+    `max_iters` ends it (counted work, not the clock: the same plan on any machine). Each hot rank's tries run in
+    one compiled call (`search_kernels.try_rank`, the numpy methods' arithmetic); which ranks are hot and the order
+    of their pieces are chosen here with numpy, whose tie-breaking the kernels do not reproduce."""
     if not pieces or state.L.shape[1] < 2:
         return 0
-    P = len(pieces)
-    ranks = np.array([p.rank for p in pieces])
+    res = state.res
+    ranks = np.array([p.rank for p in pieces], dtype=np.int64)
     vecs = np.array([p.vec for p in pieces])
-    groups = np.array([p.gi for p in pieces])
+    groups = np.array([p.gi for p in pieces], dtype=np.int64)
     ids: dict[str, int] = {}
-    tables = np.array([ids.setdefault(p.table, len(ids)) for p in pieces])
-    size = (vecs * state.res.weight).sum(axis=1)
+    tables = np.array([ids.setdefault(p.table, len(ids)) for p in pieces], dtype=np.int64)
+    size = (vecs * res.weight).sum(axis=1)
     multi = np.bincount(tables) > 1
-    for it in range(max_iters):
+    tiers = {t: i for i, t in enumerate(state.tiers)}
+    mems = np.zeros((len(pieces), len(tiers)))
+    for i, p in enumerate(pieces):
+        for t, b in p.mem.items():
+            mems[i, tiers[t]] = b
+    used = np.stack([state.used[t] for t in state.tiers])
+    cap = np.array([state.cap[t] for t in state.tiers], dtype=np.float64)
+    it = max_iters
+    for n in range(max_iters):
         j0, s0 = state.objective()
-        top = state.top3()
-        hot = [int(r) for r in dict.fromkeys(top[0][top[1][:, 0] > 0, 0].tolist()) if r >= 0]
-        hot.sort(key=lambda r: -float((state.L[:, r] * state.res.weight).sum()))
+        topi, topv = state.top3()
+        hot = [int(r) for r in dict.fromkeys(topi[topv[:, 0] > 0, 0].tolist()) if r >= 0]
+        hot.sort(key=lambda r: -float((state.L[:, r] * res.weight).sum()))
         for a in hot[:HOT_RANKS]:
-            if _improve_move(state, pieces, top, [a], ranks, tables, multi, size, j0, s0) or \
-                    _improve_swap(state, pieces, top, [a], ranks, vecs, groups, tables, multi, size, j0, s0, P):
+            on_a = np.flatnonzero(ranks == a)
+            order = on_a[np.argsort(-size[on_a])][:TRY_PIECES]
+            if try_rank(state.L, state.count, res.hold, res.weight, res.s0, res.s1, state.const, topi, topv, a,
+                        order, ranks, vecs, groups, tables, multi, mems, used, cap, j0, s0):
                 break
         else:
-            return it
-    return max_iters
-
-
-def _apply_move(state: Loads, p: Piece, ranks: np.ndarray, i: int, b: int) -> None:
-    state.take(p.rank, p.st, p.vec, p.mem)
-    state.put(b, p.st, p.vec, p.mem)
-    ranks[i] = p.rank = b
-
-
-def _improve_move(state: Loads, pieces: list[Piece], top, hot: list[int], ranks: np.ndarray,  # noqa: ANN001
-                  tables: np.ndarray, multi: np.ndarray, size: np.ndarray, j0: float, s0: float) -> bool:
-    for a in hot:
-        on_a = np.flatnonzero(ranks == a)
-        for i in on_a[np.argsort(-size[on_a])][:TRY_PIECES]:
-            p = pieces[i]
-            ok = state.fits(p.mem)
-            ok[a] = False
-            if multi[tables[i]]:
-                ok[ranks[tables == tables[i]]] = False
-            j, s, q = state.move_scores(top, a, p.gi, p.vec)
-            b = best_of(j, s, q, ok)
-            if b >= 0 and _better(j[b], s[b], q[b], j0, s0):
-                _apply_move(state, p, ranks, i, b)
-                return True
-    return False
-
-
-def _improve_swap(state: Loads, pieces: list[Piece], top, hot: list[int], ranks: np.ndarray,  # noqa: ANN001
-                  vecs: np.ndarray, groups: np.ndarray, tables: np.ndarray, multi: np.ndarray, size: np.ndarray,
-                  j0: float, s0: float, P: int) -> bool:
-    load = (state.L * state.res.weight[:, None]).sum(axis=0)
-    cold = np.zeros(len(load), dtype=bool)
-    cold[np.argsort(load, kind="stable")[:max(2, len(load) // 4)]] = True
-    for a in hot:
-        on_a = np.flatnonzero(ranks == a)
-        for i in on_a[np.argsort(-size[on_a])][:TRY_PIECES]:
-            others = np.flatnonzero((ranks != a) & (tables != tables[i]) & cold[ranks])
-            if not len(others):
-                continue
-            j, s, q = state.swap_scores(top, a, int(groups[i]), vecs[i], ranks[others], groups[others],
-                                        vecs[others])
-            good = np.ones(len(others), dtype=bool)
-            for _ in range(8):
-                k = best_of(j, s, q, good)
-                if k < 0 or not _better(j[k], s[k], q[k], j0, s0):
-                    break
-                good[k] = False
-                o = int(others[k])
-                pi, po = pieces[i], pieces[o]
-                b = po.rank
-                if (multi[tables[i]] and np.any(ranks[(tables == tables[i]) & (np.arange(P) != i)] == b)) or \
-                        (multi[tables[o]] and np.any(ranks[(tables == tables[o]) & (np.arange(P) != o)] == a)):
-                    continue
-                state.take(a, pi.st, pi.vec, pi.mem)
-                state.take(b, po.st, po.vec, po.mem)
-                if state.fits_rank(b, pi.mem) and state.fits_rank(a, po.mem):
-                    state.put(b, pi.st, pi.vec, pi.mem)
-                    state.put(a, po.st, po.vec, po.mem)
-                    ranks[i], ranks[o] = pi.rank, po.rank = b, a
-                    return True
-                state.put(a, pi.st, pi.vec, pi.mem)
-                state.put(b, po.st, po.vec, po.mem)
-    return False
+            it = n
+            break
+    for t, i in tiers.items():
+        state.used[t][:] = used[i]
+    for p, r in zip(pieces, ranks.tolist(), strict=True):
+        p.rank = r
+    return it

@@ -1,0 +1,151 @@
+"""The compiled kernels of the planner (`sharding.search_kernels`: moves, swaps, placement, column-wise re-cuts,
+table-row-wise hosts, summaries) give bitwise the figures of the numpy code they replace, so plans do not change."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sharding import CostModel, load_topology
+from sharding.layouts import row_ranges
+from sharding.pack import _place_new, _refresh_const, _restore, _snapshot
+from sharding.plan import ShardingType
+from sharding.search import STYPES, Loads, Resources, best_of
+from sharding.search_kernels import (
+    _best_of,
+    move_scores,
+    pairwise_sum,
+    place_cut,
+    place_scores,
+    summary,
+    swap_scores,
+)
+from sharding.tablesets import load_tables
+from sharding.trec_cost import TorchRecCostModel
+from sharding.workload import PlanWorkload
+
+TW, CW, TWRW = ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE, ShardingType.TABLE_ROW_WISE
+
+
+@pytest.mark.parametrize("n", [*range(1, 20), 31, 64, 127])
+def test_pairwise_sum_is_numpys_sum_bit_for_bit(n: int) -> None:
+    rng = np.random.default_rng(n)
+    for _ in range(20):
+        x = rng.standard_normal(n) * 10.0 ** rng.integers(-6, 6, n)
+        assert pairwise_sum(x) == x.sum()
+        col = np.ascontiguousarray(np.tile(x[:, None], (1, 3)))[:, [1]]  # a (n, 1) column, as the swaps reduce
+        assert pairwise_sum(x) == col.sum(axis=0)[0]
+
+
+def _state(seed: int, ranks: int, mode: str) -> tuple[Loads, list]:
+    wl = PlanWorkload(load_tables(f"random:{ranks * 3}:{seed}"), 1024, mode)
+    topo = load_topology("dgx_h100", ranks)
+    res = Resources(CostModel(wl, topo), TorchRecCostModel(wl, topo), (1e-3, 2e-3))
+    state = Loads(res, topo, {TW, CW})
+    rng = np.random.default_rng(seed)
+    pieces = []
+    for t in wl.tables:
+        st = TW if rng.random() < 0.7 else CW
+        v, m = res.shard(t, st, t.rows, t.dim if st is TW else max(t.dim // 2, 1), "hbm", 1.0)
+        r = int(rng.integers(ranks // 2 + 1))  # some ranks stay empty: ties and zero rows
+        state.put(r, st, v, m)
+        pieces.append((r, STYPES.index(st), v))
+    return state, pieces
+
+
+def _args(state: Loads) -> tuple:
+    res = state.res
+    topi, topv = state.top3()
+    return state.L, state.count, res.hold, res.weight, res.s0, res.s1, state.const, topi, topv
+
+
+@pytest.mark.parametrize(("seed", "ranks", "mode"), [(1, 2, "train"), (2, 3, "inference"), (3, 8, "train"),
+                                                     (4, 16, "inference"), (5, 40, "train")])
+def test_move_and_swap_scores_are_the_numpy_scores_bit_for_bit(seed: int, ranks: int, mode: str) -> None:
+    state, pieces = _state(seed, ranks, mode)
+    top = state.top3()
+    rng = np.random.default_rng(seed)
+    for i, (a, g, v) in enumerate(pieces):
+        want = state.move_scores(top, a, g, v)
+        got = move_scores(*_args(state), a, g, v)
+        for x, y in zip(got, want, strict=True):
+            assert np.array_equal(x, y)
+        for n in (1, 2, 5):  # one partner is reduced pairwise by numpy, several row by row
+            js = rng.choice(len(pieces), size=min(n, len(pieces)), replace=False)
+            bs = np.array([pieces[j][0] for j in js])
+            gj = np.array([pieces[j][1] for j in js])
+            vj = np.array([pieces[j][2] for j in js])
+            want = state.swap_scores(top, a, g, v, bs, gj, vj)
+            got = swap_scores(*_args(state), a, g, v, bs, gj, vj)
+            for x, y in zip(got, want, strict=True):
+                assert np.array_equal(x, y), (i, n)
+
+
+def test_the_kernels_pick_the_candidate_best_of_picks_ties_included() -> None:
+    rng = np.random.default_rng(0)
+    for _ in range(2000):
+        n = int(rng.integers(1, 60))
+        j, s, q = (rng.integers(0, 3, n) * 1.0 for _ in range(3))
+        ok = rng.random(n) < 0.7
+        assert _best_of(j, s, q, ok) == best_of(j, s, q, ok)
+
+
+@pytest.mark.parametrize(("seed", "ranks", "mode"), [(6, 1, "train"), (7, 2, "inference"), (8, 8, "train"),
+                                                     (9, 40, "inference")])
+def test_place_scores_and_the_pick_are_the_numpy_ones_bit_for_bit(seed: int, ranks: int, mode: str) -> None:
+    state, pieces = _state(seed, ranks, mode)
+    rng = np.random.default_rng(seed)
+    for _, g, v in pieces:
+        want = state.place_scores(g, v)
+        got = place_scores(*_args(state)[:7], g, v)
+        for x, y in zip(got, want, strict=True):
+            assert np.array_equal(x, y)
+        ok = rng.random(ranks) < 0.8
+        assert state.place_best(g, v, ok) == best_of(*want, ok)
+
+
+@pytest.mark.parametrize(("seed", "ranks", "mode"), [(10, 2, "train"), (11, 8, "inference"), (12, 16, "train")])
+def test_a_column_wise_cut_trial_places_and_scores_as_the_numpy_greedy(seed: int, ranks: int, mode: str) -> None:
+    state, pieces = _state(seed, ranks, mode)
+    res, g = state.res, STYPES.index(CW)
+    used = np.stack([state.used[x] for x in state.tiers])
+    cap = np.array([state.cap[x] for x in state.tiers])
+    after = res.const({STYPES[i] for i in np.flatnonzero((state.count.sum(axis=1) > 0) | (np.arange(len(STYPES)) == g))})
+    for t in state.res.cost.workload.tables[:6]:
+        for k in (1, 2, min(4, ranks)):
+            v, m = res.shard(t, CW, t.rows, max(t.dim // k, 1), "hbm", 1.0)
+            got, j, s = place_cut(state.L, state.count, res.hold, res.weight, res.s0, res.s1, state.const,
+                                  state.const, after, g, v, np.array([m.get(x, 0.0) for x in state.tiers]), used,
+                                  cap, k, np.inf)
+            snap = _snapshot(state)
+            want = _place_new(state, CW, v, m, k)
+            assert got.tolist() == (want or [])
+            if want is not None:
+                _refresh_const(state)
+                assert (j, s) == state.objective()
+            _restore(state, snap)
+
+
+@pytest.mark.parametrize(("seed", "hardware", "ranks"), [(13, "dgx_h100", 8), (14, "dgx_h100_x2", 16),
+                                                         (15, "dgx_h100_x8", 32)])
+def test_host_scores_are_the_numpy_ones_bit_for_bit(seed: int, hardware: str, ranks: int) -> None:
+    wl = PlanWorkload(load_tables(f"random:{ranks * 2}:{seed}"), 2048)
+    topo = load_topology(hardware, ranks)
+    res = Resources(CostModel(wl, topo), TorchRecCostModel(wl, topo), (1e-3, 2e-3))
+    state = Loads(res, topo, {TW, TWRW})
+    rng = np.random.default_rng(seed)
+    for t in wl.tables[:ranks]:
+        state.put(int(rng.integers(ranks)), TW, *res.shard(t, TW, t.rows, t.dim, "hbm", 1.0))
+    h = topo.ranks_per_host
+    for t in wl.tables[ranks:]:
+        shards = [res.shard(t, TWRW, hi - lo, t.dim, "hbm", 1.0) for lo, hi in row_ranges(t.rows, h)]
+        got = state.host_scores(STYPES.index(TWRW), shards, state.const)
+        want = state.host_scores_reference(STYPES.index(TWRW), shards, state.const)
+        for x, y in zip(got, want, strict=True):
+            assert np.array_equal(x, y)
+
+
+def test_the_summary_kernel_is_numpys_sum_bit_for_bit() -> None:
+    rng = np.random.default_rng(1)
+    for k in range(2, 40):
+        v = rng.standard_normal(k) * 10.0 ** rng.integers(-6, 6, k)
+        assert np.array_equal(summary(v, 0.3, 0.7), np.array([0.3 * v[:-1].sum(), 0.7 * v[-1]]))

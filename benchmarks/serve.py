@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
@@ -143,7 +143,6 @@ def _line(tag: str, p: dict) -> str:
 
 
 def _run(cfg: ServeAppConfig, spec, setup) -> int:
-    from dataclasses import replace
 
     import numpy as np
 
@@ -176,7 +175,7 @@ def _search(cfg: ServeAppConfig, spec, setup) -> int:
     from serving.build import new_server
     from serving.loadgen import run_loadgen
     from serving.report import plot_qps_latency
-    from serving.search import search_all
+    from serving.search import confirm, confirm_story, extend_bracket, pick_best, search_all
 
     s = cfg.serving
     run_id = new_run_id()
@@ -191,32 +190,41 @@ def _search(cfg: ServeAppConfig, spec, setup) -> int:
     records: list[dict] = []
     count = [0]
 
-    def run(setting, qps: float) -> dict:
+    def run(setting, qps: float, repeat: int | None = None) -> dict:
+        """One counted LoadGen run; a confirmation repeat gets its own schedule seed and the longer duration."""
         count[0] += 1
-        p = run_loadgen(new_server(setup, setting.server), setup.queries, s.loadgen,
+        lg_cfg = s.loadgen
+        if repeat is not None:
+            lg_cfg = replace(lg_cfg, seed=lg_cfg.seed + 1 + repeat,
+                             min_duration_ms=s.search.confirm_duration_ms or lg_cfg.min_duration_ms)
+        p = run_loadgen(new_server(setup, setting.server), setup.queries, lg_cfg,
                         Path(s.log_dir) / run_id / f"{count[0]:03d}", target_qps=qps)
-        rec = serving_record(run_id, cfg, spec, p, role="search")
+        rec = serving_record(run_id, cfg, spec, p, role="search" if repeat is None else "confirm")
         rec["setting"] = setting.label
         rec["server_setting"] = OmegaConf.to_container(OmegaConf.structured(setting.server))
         records.append(rec)
-        print("  " + _line(setting.label, p), flush=True)
+        print("  " + _line(setting.label if repeat is None else f"{setting.label} confirm #{repeat + 1}", p),
+              flush=True)
         return p
 
     def log(msg):
         print(msg, flush=True)
 
     results = search_all(run, s.server, s.search, start, cores, log=log, rank_key=f"p{s.loadgen.percentile:g}_ms")
-    from serving.search import confirm
-
-    def best_of(kinds):
-        pool = [r for r in results if r.setting.kind in kinds and r.best_qps > 0]
-        return max(pool, key=lambda r: r.best_qps, default=None)
-
-    picks = {"naive": best_of(("naive",)), "static": best_of(("static",)), "ours": best_of(("ours", "static"))}
+    picks = pick_best(results)
+    sc = s.search
     for kind, r in picks.items():
-        if r is not None and not r.confirm_runs and (kind != "ours" or r is not picks["static"]):
-            print(f"confirming {kind}: {r.setting.label}", flush=True)
-            confirm(lambda q, st=r.setting: run(st, q), r, s.search.confirm_repeats, s.search.confirm_levels)
+        if r is None or (kind == "ours" and r is picks["static"]):
+            continue
+        if not r.bracketed:
+            extend_bracket(lambda q, st=r.setting: run(st, q), r, sc.bisection_steps, sc.bracket_runs)
+            log(f"{kind} ({r.setting.label}): no INVALID run above it, bracket extended upwards: best VALID "
+                f"{r.best_qps:.1f} QPS, {'bracketed' if r.bracketed else 'still no INVALID above'} ({r.runs} runs)")
+        print(f"confirming {kind}: {r.setting.label} from its best VALID {r.best_qps:.1f} QPS, {sc.confirm_repeats} "
+              f"repeats of ≥ {sc.confirm_duration_ms or s.loadgen.min_duration_ms} ms per level, ladder "
+              f"{list(sc.confirm_ladder)}", flush=True)
+        confirm(lambda q, k, st=r.setting: run(st, q, k), r, sc.confirm_repeats, tuple(sc.confirm_ladder))
+        log(f"confirm {kind}: " + confirm_story(r, sc.confirm_repeats))
     total = sum(r.runs + r.confirm_runs for r in results)
     la = os.getloadavg()
 
@@ -230,17 +238,27 @@ def _search(cfg: ServeAppConfig, spec, setup) -> int:
         picks["ours"] = picks["static"]
     summary = {"run_id": run_id, "kind": "serving_search", "workload": spec.name, "serving": s.name,
                "bound_ms": s.loadgen.latency_ms, "percentile": s.loadgen.percentile, "loadgen_runs": total,
+               "confirm_runs": sum(r.confirm_runs for r in results),
+               "confirm_duration_ms": sc.confirm_duration_ms or s.loadgen.min_duration_ms,
                **{f"{k}_qps": v for k, v in confirmed.items()},
                **{f"{k}_best_seen_qps": val(k, "best_qps") for k in picks},
                **{f"{k}_setting": picks[k].setting.label if picks[k] else None for k in picks},
+               **{f"{k}_confirm_trail": [list(t) for t in picks[k].confirm_trail] if picks[k] else [] for k in picks},
+               **{f"{k}_bounded_above": bool(picks[k] and picks[k].bracketed) for k in picks},
                "loadavg": list(la),
-               "unbracketed": [r.setting.label for r in results if r.best_qps > 0 and not r.bracketed]}
-    print(f"{s.name}: latency-bounded QPS (confirmed: all {s.search.confirm_repeats} repeats VALID) naive "
-          f"{summary['naive_qps']:.1f}, best static {summary['static_qps']:.1f} ({summary['static_setting']}), "
-          f"ours {summary['ours_qps']:.1f} ({summary['ours_setting']}); highest single VALID run: naive "
-          f"{summary['naive_best_seen_qps']:.1f}, static {summary['static_best_seen_qps']:.1f}, ours "
-          f"{summary['ours_best_seen_qps']:.1f}; {total} LoadGen runs; loadavg {la[0]:.2f}"
-          + (f"; lower bounds only (no INVALID above): {summary['unbracketed']}" if summary["unbracketed"] else ""))
+               "probed_only": [r.setting.label for r in results if r.setting.kind == "ours" and r.runs == 1
+                               and r.best_qps > 0],
+               "unbracketed": [picks[k].setting.label for k in picks if picks[k] and picks[k].best_qps > 0
+                               and not picks[k].bracketed]}
+    print(f"{s.name}: latency-bounded QPS (confirmed: all {sc.confirm_repeats} repeats VALID, backing off from the "
+          f"best VALID QPS) naive {summary['naive_qps']:.1f}, best static {summary['static_qps']:.1f} "
+          f"({summary['static_setting']}), ours {summary['ours_qps']:.1f} ({summary['ours_setting']}); highest single "
+          f"VALID run: naive {summary['naive_best_seen_qps']:.1f}, static {summary['static_best_seen_qps']:.1f}, ours "
+          f"{summary['ours_best_seen_qps']:.1f}; {total} LoadGen runs ({summary['confirm_runs']} of them "
+          f"confirmation runs of ≥ {summary['confirm_duration_ms']} ms); loadavg {la[0]:.2f}"
+          + (f"; lower bounds only (no INVALID above): {summary['unbracketed']}" if summary["unbracketed"] else "")
+          + (f"; {len(summary['probed_only'])} candidate(s) of ours VALID at the probe but not bisected "
+             f"(max_settings={sc.max_settings}): not reported" if summary["probed_only"] else ""))
     pct = f"p{s.loadgen.percentile:g}_ms"
     curves: dict[str, list] = {}
     for r in results:
@@ -256,7 +274,8 @@ def _search(cfg: ServeAppConfig, spec, setup) -> int:
                            f"average {min(loads):.1f}–{max(loads):.1f}", Path(s.log_dir) / run_id / "qps_p99.png")
     print(f"plot: {png}")
     summary["plot"] = str(png)
-    how = (f"highest target QPS LoadGen called VALID, confirmed by {s.search.confirm_repeats} repeats; bisection, "
+    how = (f"highest target QPS LoadGen called VALID, then backed off down {list(sc.confirm_ladder)} of it until "
+           f"{sc.confirm_repeats} repeats of ≥ {summary['confirm_duration_ms']} ms were all VALID; bisection, "
            f"{total} LoadGen runs in all; load average {la[0]:.2f}")
     summary["metrics"] = [metric(f"{k}_qps_at_bound", confirmed[k], "queries/s", how) for k in picks] + [
         metric("loadgen_runs", total, "runs", "LoadGen runs the search spent (the budget)")]
@@ -337,7 +356,6 @@ def _nmp_speedup(spec, pool, n: int) -> tuple[float, str]:
 
 def _whatif(cfg: ServeAppConfig, spec, setup) -> int:
     import json
-    from dataclasses import replace
 
     import numpy as np
 

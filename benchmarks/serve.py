@@ -373,17 +373,21 @@ def _whatif(cfg: ServeAppConfig, spec, setup) -> int:
     capacity = cap["completed_qps"]
     print(f"{s.name}: capacity {capacity:.1f} QPS (one LoadGen Offline run of {int(cap.get('queries', 0))} queries, "
           f"same server setting; loadavg {cap['loadavg'][0]:.2f}); measured loads at 40/70/90% of it", flush=True)
-    measured, records, stats = [], [], []
+    measured, records, stats, load_of = [], [], [], []
+    reps = s.loadgen.repeats  # runs per load (each its own LoadGen seed): the measured spread beside the model's band
     for k, frac in enumerate((0.4, 0.7, 0.9)):
-        server = new_server(setup, s.server)
-        p = run_loadgen(server, setup.queries, s.loadgen, Path(s.log_dir) / run_id / f"load{k}",
-                        target_qps=frac * capacity)
-        stats.append(server.stats)
-        measured.append(p)
-        rec = serving_record(run_id, cfg, spec, p, role="whatif-measured")
-        rec["setting"] = "measured"
-        records.append(rec)
-        print("  " + _line(f"measured {int(frac * 100)}%", p), flush=True)
+        for rep in range(reps):
+            server = new_server(setup, s.server)
+            p = run_loadgen(server, setup.queries, replace(s.loadgen, seed=s.loadgen.seed + rep),
+                            Path(s.log_dir) / run_id / (f"load{k}" + (f"_rep{rep}" if reps > 1 else "")),
+                            target_qps=frac * capacity)
+            stats.append(server.stats)
+            measured.append(p)
+            load_of.append(k)
+            rec = serving_record(run_id, cfg, spec, p, role="whatif-measured")
+            rec["setting"] = "measured"
+            records.append(rec)
+            print("  " + _line(f"measured {int(frac * 100)}%" + (f" #{rep + 1}" if reps > 1 else ""), p), flush=True)
     model = ServiceModel.fit(np.array([n for x in stats for n in x.batch_samples]),
                              np.array([t for x in stats for t in x.service_s]))
     iid = replace(model)
@@ -408,38 +412,58 @@ def _whatif(cfg: ServeAppConfig, spec, setup) -> int:
           f"minus the server's mean sojourn, per run {', '.join(f'{1e3 * g:.3f}' for g in gaps)} ms): "
           f"{1e3 * path.issue:.3f} ms added to every query")
     table = []
-    for p, x, gap in zip(measured, stats, gaps, strict=True):
-        sim = simulate_runs(s.server, p["scheduled_qps"], setup.queries.sizes, model, int(p["queries"]),
-                            percentiles=(50, 99), path=path)
-        flat = simulate_runs(s.server, p["scheduled_qps"], setup.queries.sizes, iid, int(p["queries"]),
-                             percentiles=(50, 99), path=path)
-        own = ServiceModel.fit(np.array(x.batch_samples, float), np.array(x.service_s))
-        own.with_trace([(np.array(x.start_s), np.array(x.batch_samples), np.array(x.service_s))])
-        replay = simulate_runs(s.server, p["scheduled_qps"], setup.queries.sizes, own, int(p["queries"]),
-                               percentiles=(50, 99), path=PathModel.from_stats([x], issue=gap), trace_offset=0.0)
-        table.append({"qps": p["scheduled_qps"], "queries": int(p["queries"]), "verdict": p["verdict"],
-                      "measured_p50_ms": p["p50_ms"], "model_p50_ms": sim["p50_ms"],
-                      "model_p50_band_ms": sim["p50_band_ms"], "measured_p99_ms": p["p99_ms"],
+    for k in range(3):
+        runs = [i for i, g in enumerate(load_of) if g == k]
+        p0 = measured[runs[0]]
+        qps = float(np.median([measured[i]["scheduled_qps"] for i in runs]))
+        sim = simulate_runs(s.server, qps, setup.queries.sizes, model, int(p0["queries"]), percentiles=(50, 99),
+                            path=path)
+        flat = simulate_runs(s.server, qps, setup.queries.sizes, iid, int(p0["queries"]), percentiles=(50, 99),
+                             path=path)
+        replays = []
+        for i in runs:  # each run modelled from its own records alone, on its own timeline
+            own = ServiceModel.fit(np.array(stats[i].batch_samples, float), np.array(stats[i].service_s))
+            own.with_trace([(np.array(stats[i].start_s), np.array(stats[i].batch_samples),
+                             np.array(stats[i].service_s))])
+            replays.append(simulate_runs(s.server, measured[i]["scheduled_qps"], setup.queries.sizes, own,
+                                         int(measured[i]["queries"]), percentiles=(50, 99),
+                                         path=PathModel.from_stats([stats[i]], issue=gaps[i]), trace_offset=0.0))
+        p99s = [measured[i]["p99_ms"] for i in runs]
+        lo, hi = sim["p99_band_ms"]
+        table.append({"qps": qps, "queries": int(p0["queries"]), "runs": len(runs),
+                      "verdict": "/".join(measured[i]["verdict"] for i in runs),
+                      "measured_p50_ms": float(np.median([measured[i]["p50_ms"] for i in runs])),
+                      "model_p50_ms": sim["p50_ms"], "model_p50_band_ms": sim["p50_band_ms"],
+                      "measured_p99_ms": float(np.median(p99s)), "measured_p99_runs_ms": p99s,
+                      "runs_in_band": sum(lo <= v <= hi for v in p99s),
                       "model_p99_ms": sim["p99_ms"], "model_p99_band_ms": sim["p99_band_ms"],
-                      "p99_error": sim["p99_ms"] / p["p99_ms"] - 1, "loadavg": p["loadavg"][0],
+                      "p99_error": sim["p99_ms"] / float(np.median(p99s)) - 1,
+                      "loadavg": measured[runs[-1]]["loadavg"][0],
                       "iid_p50_ms": flat["p50_ms"], "iid_p99_ms": flat["p99_ms"],
-                      "iid_p99_band_ms": flat["p99_band_ms"], "replay_p50_ms": replay["p50_ms"],
-                      "replay_p99_ms": replay["p99_ms"], "replay_p99_band_ms": replay["p99_band_ms"]})
+                      "iid_p99_band_ms": flat["p99_band_ms"],
+                      "replay_p50_ms": float(np.median([r["p50_ms"] for r in replays])),
+                      "replay_p99_ms": float(np.median([r["p99_ms"] for r in replays])),
+                      "replay_p99_band_ms": replays[0]["p99_band_ms"] if len(runs) == 1 else
+                      [min(r["p99_band_ms"][0] for r in replays), max(r["p99_band_ms"][1] for r in replays)]})
     trusted, labels = trust_verdict(table)
     errors = [r["p99_error"] for r in table]
     for r, lab in zip(table, labels, strict=True):
         r["check"] = lab
+        spread = "" if r["runs"] == 1 else (
+            f"; measured p99 of {r['runs']} runs {', '.join(f'{v:.1f}' for v in r['measured_p99_runs_ms'])} ms "
+            f"(median compared), {r['runs_in_band']}/{r['runs']} inside the model's band")
         print(f"  model vs measured at {r['qps']:.1f} QPS ({r['queries']} queries, LoadGen {r['verdict']}; model: "
-              f"median of 21 runs of that length, 5–95% band of single runs): p50 {r['model_p50_ms']:.2f} "
+              f"median of 21 runs of that length, 5–95% band of single runs{spread}): p50 {r['model_p50_ms']:.2f} "
               f"[{r['model_p50_band_ms'][0]:.2f}–{r['model_p50_band_ms'][1]:.2f}] vs {r['measured_p50_ms']:.2f} ms; "
               f"p99 {r['model_p99_ms']:.2f} [{r['model_p99_band_ms'][0]:.1f}–{r['model_p99_band_ms'][1]:.1f}] vs "
               f"{r['measured_p99_ms']:.2f} ms: {lab}; i.i.d. variant p50 {r['iid_p50_ms']:.2f}, p99 "
               f"{r['iid_p99_ms']:.2f} [{r['iid_p99_band_ms'][0]:.1f}–{r['iid_p99_band_ms'][1]:.1f}]; replay of "
-              f"this run alone (its own records, its own timeline, new arrivals) p50 {r['replay_p50_ms']:.2f}, p99 "
+              f"each run alone (its own records, its own timeline, new arrivals; median over its runs) p50 {r['replay_p50_ms']:.2f}, p99 "
               f"{r['replay_p99_ms']:.2f} [{r['replay_p99_band_ms'][0]:.1f}–{r['replay_p99_band_ms'][1]:.1f}] "
               f"(loadavg {r['loadavg']:.2f})", flush=True)
     print(f"trust verdict: model {'TRUSTED' if trusted else 'NOT trusted'} on this run (rule: model p99 within 15% "
-          f"of measured p99 at all three loads, 40/70/90% of the Offline capacity)", flush=True)
+          f"of measured p99 at all three loads, 40/70/90% of the Offline capacity"
+          + (f"; measured p99 = median of {reps} runs per load)" if reps > 1 else ")"), flush=True)
     grid = [n for n in (16, 32, 64, 128, 256, 512) if n <= setup.pool.samples // 2]
     share, t_emb = [], {}
     for n in grid:

@@ -2,6 +2,7 @@
 LoadGen runs and the CLI's bad input. LoadGen runs here carry well under a second of traffic; nothing is timed."""
 from __future__ import annotations
 
+import json
 import subprocess
 import threading
 from collections import deque
@@ -265,7 +266,6 @@ def test_cli_run_writes_a_record_with_verdict_percentiles_and_loadgen_logs(tmp_p
               "serving.loadgen.target_qps=30", "serving.query.count=64", "serving.query.pool_samples=256",
               f"records={out}"], tmp_path, monkeypatch, capsys)
     assert r.returncode == 0, r.stderr[-2000:]
-    import json
 
     rec = json.loads(out.read_text().splitlines()[0])
     assert rec["kind"] == "serving" and rec["verdict"] in ("VALID", "INVALID")
@@ -517,3 +517,22 @@ def test_cli_bad_worker_mode_and_whatif_knobs_one_line_exit_2(arg, needle, tmp_p
     assert r.returncode == 2 and needle in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_whatif_with_repeats_compares_the_median_of_each_loads_runs_and_counts_those_in_the_model_band(
+        tmp_path, monkeypatch, capsys):
+    out = tmp_path / "r.jsonl"
+    r = _cli(["whatif", "serving=deeprecsys_rm1", "serving.loadgen.target_qps=80", "serving.loadgen.repeats=2",
+              "serving.loadgen.min_query_count=40", "serving.loadgen.min_duration_ms=300", "serving.max_rows=20000",
+              "serving.loadgen.percentile=90", "serving.query.pool_samples=2048", f"records={out}"],
+             tmp_path, monkeypatch, capsys)
+    assert r.returncode == 0, r.stderr
+    summary = [json.loads(x) for x in out.read_text().splitlines()][-1]
+    assert summary["kind"] == "serving_whatif" and len(summary["comparison"]) == 3
+    for row in summary["comparison"]:
+        assert row["runs"] == 2 and len(row["measured_p99_runs_ms"]) == 2
+        assert row["measured_p99_ms"] == pytest.approx(float(np.median(row["measured_p99_runs_ms"])))
+        lo, hi = row["model_p99_band_ms"]
+        assert row["runs_in_band"] == sum(lo <= v <= hi for v in row["measured_p99_runs_ms"])
+    assert "inside the model's band" in r.stdout and "median of 2 runs per load" in r.stdout

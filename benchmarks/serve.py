@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
@@ -143,7 +143,6 @@ def _line(tag: str, p: dict) -> str:
 
 
 def _run(cfg: ServeAppConfig, spec, setup) -> int:
-    from dataclasses import replace
 
     import numpy as np
 
@@ -176,7 +175,7 @@ def _search(cfg: ServeAppConfig, spec, setup) -> int:
     from serving.build import new_server
     from serving.loadgen import run_loadgen
     from serving.report import plot_qps_latency
-    from serving.search import search_all
+    from serving.search import confirm, confirm_story, extend_bracket, pick_best, search_all
 
     s = cfg.serving
     run_id = new_run_id()
@@ -191,32 +190,41 @@ def _search(cfg: ServeAppConfig, spec, setup) -> int:
     records: list[dict] = []
     count = [0]
 
-    def run(setting, qps: float) -> dict:
+    def run(setting, qps: float, repeat: int | None = None) -> dict:
+        """One counted LoadGen run; a confirmation repeat gets its own schedule seed and the longer duration."""
         count[0] += 1
-        p = run_loadgen(new_server(setup, setting.server), setup.queries, s.loadgen,
+        lg_cfg = s.loadgen
+        if repeat is not None:
+            lg_cfg = replace(lg_cfg, seed=lg_cfg.seed + 1 + repeat,
+                             min_duration_ms=s.search.confirm_duration_ms or lg_cfg.min_duration_ms)
+        p = run_loadgen(new_server(setup, setting.server), setup.queries, lg_cfg,
                         Path(s.log_dir) / run_id / f"{count[0]:03d}", target_qps=qps)
-        rec = serving_record(run_id, cfg, spec, p, role="search")
+        rec = serving_record(run_id, cfg, spec, p, role="search" if repeat is None else "confirm")
         rec["setting"] = setting.label
         rec["server_setting"] = OmegaConf.to_container(OmegaConf.structured(setting.server))
         records.append(rec)
-        print("  " + _line(setting.label, p), flush=True)
+        print("  " + _line(setting.label if repeat is None else f"{setting.label} confirm #{repeat + 1}", p),
+              flush=True)
         return p
 
     def log(msg):
         print(msg, flush=True)
 
     results = search_all(run, s.server, s.search, start, cores, log=log, rank_key=f"p{s.loadgen.percentile:g}_ms")
-    from serving.search import confirm
-
-    def best_of(kinds):
-        pool = [r for r in results if r.setting.kind in kinds and r.best_qps > 0]
-        return max(pool, key=lambda r: r.best_qps, default=None)
-
-    picks = {"naive": best_of(("naive",)), "static": best_of(("static",)), "ours": best_of(("ours", "static"))}
+    picks = pick_best(results)
+    sc = s.search
     for kind, r in picks.items():
-        if r is not None and not r.confirm_runs and (kind != "ours" or r is not picks["static"]):
-            print(f"confirming {kind}: {r.setting.label}", flush=True)
-            confirm(lambda q, st=r.setting: run(st, q), r, s.search.confirm_repeats, s.search.confirm_levels)
+        if r is None or (kind == "ours" and r is picks["static"]):
+            continue
+        if not r.bracketed:
+            extend_bracket(lambda q, st=r.setting: run(st, q), r, sc.bisection_steps, sc.bracket_runs)
+            log(f"{kind} ({r.setting.label}): no INVALID run above it, bracket extended upwards: best VALID "
+                f"{r.best_qps:.1f} QPS, {'bracketed' if r.bracketed else 'still no INVALID above'} ({r.runs} runs)")
+        print(f"confirming {kind}: {r.setting.label} from its best VALID {r.best_qps:.1f} QPS, {sc.confirm_repeats} "
+              f"repeats of ≥ {sc.confirm_duration_ms or s.loadgen.min_duration_ms} ms per level, ladder "
+              f"{list(sc.confirm_ladder)}", flush=True)
+        confirm(lambda q, k, st=r.setting: run(st, q, k), r, sc.confirm_repeats, tuple(sc.confirm_ladder))
+        log(f"confirm {kind}: " + confirm_story(r, sc.confirm_repeats))
     total = sum(r.runs + r.confirm_runs for r in results)
     la = os.getloadavg()
 
@@ -230,17 +238,27 @@ def _search(cfg: ServeAppConfig, spec, setup) -> int:
         picks["ours"] = picks["static"]
     summary = {"run_id": run_id, "kind": "serving_search", "workload": spec.name, "serving": s.name,
                "bound_ms": s.loadgen.latency_ms, "percentile": s.loadgen.percentile, "loadgen_runs": total,
+               "confirm_runs": sum(r.confirm_runs for r in results),
+               "confirm_duration_ms": sc.confirm_duration_ms or s.loadgen.min_duration_ms,
                **{f"{k}_qps": v for k, v in confirmed.items()},
                **{f"{k}_best_seen_qps": val(k, "best_qps") for k in picks},
                **{f"{k}_setting": picks[k].setting.label if picks[k] else None for k in picks},
+               **{f"{k}_confirm_trail": [list(t) for t in picks[k].confirm_trail] if picks[k] else [] for k in picks},
+               **{f"{k}_bounded_above": bool(picks[k] and picks[k].bracketed) for k in picks},
                "loadavg": list(la),
-               "unbracketed": [r.setting.label for r in results if r.best_qps > 0 and not r.bracketed]}
-    print(f"{s.name}: latency-bounded QPS (confirmed: all {s.search.confirm_repeats} repeats VALID) naive "
-          f"{summary['naive_qps']:.1f}, best static {summary['static_qps']:.1f} ({summary['static_setting']}), "
-          f"ours {summary['ours_qps']:.1f} ({summary['ours_setting']}); highest single VALID run: naive "
-          f"{summary['naive_best_seen_qps']:.1f}, static {summary['static_best_seen_qps']:.1f}, ours "
-          f"{summary['ours_best_seen_qps']:.1f}; {total} LoadGen runs; loadavg {la[0]:.2f}"
-          + (f"; lower bounds only (no INVALID above): {summary['unbracketed']}" if summary["unbracketed"] else ""))
+               "probed_only": [r.setting.label for r in results if r.setting.kind == "ours" and r.runs == 1
+                               and r.best_qps > 0],
+               "unbracketed": [picks[k].setting.label for k in picks if picks[k] and picks[k].best_qps > 0
+                               and not picks[k].bracketed]}
+    print(f"{s.name}: latency-bounded QPS (confirmed: all {sc.confirm_repeats} repeats VALID, backing off from the "
+          f"best VALID QPS) naive {summary['naive_qps']:.1f}, best static {summary['static_qps']:.1f} "
+          f"({summary['static_setting']}), ours {summary['ours_qps']:.1f} ({summary['ours_setting']}); highest single "
+          f"VALID run: naive {summary['naive_best_seen_qps']:.1f}, static {summary['static_best_seen_qps']:.1f}, ours "
+          f"{summary['ours_best_seen_qps']:.1f}; {total} LoadGen runs ({summary['confirm_runs']} of them "
+          f"confirmation runs of ≥ {summary['confirm_duration_ms']} ms); loadavg {la[0]:.2f}"
+          + (f"; lower bounds only (no INVALID above): {summary['unbracketed']}" if summary["unbracketed"] else "")
+          + (f"; {len(summary['probed_only'])} candidate(s) of ours VALID at the probe but not bisected "
+             f"(max_settings={sc.max_settings}): not reported" if summary["probed_only"] else ""))
     pct = f"p{s.loadgen.percentile:g}_ms"
     curves: dict[str, list] = {}
     for r in results:
@@ -256,7 +274,8 @@ def _search(cfg: ServeAppConfig, spec, setup) -> int:
                            f"average {min(loads):.1f}–{max(loads):.1f}", Path(s.log_dir) / run_id / "qps_p99.png")
     print(f"plot: {png}")
     summary["plot"] = str(png)
-    how = (f"highest target QPS LoadGen called VALID, confirmed by {s.search.confirm_repeats} repeats; bisection, "
+    how = (f"highest target QPS LoadGen called VALID, then backed off down {list(sc.confirm_ladder)} of it until "
+           f"{sc.confirm_repeats} repeats of ≥ {summary['confirm_duration_ms']} ms were all VALID; bisection, "
            f"{total} LoadGen runs in all; load average {la[0]:.2f}")
     summary["metrics"] = [metric(f"{k}_qps_at_bound", confirmed[k], "queries/s", how) for k in picks] + [
         metric("loadgen_runs", total, "runs", "LoadGen runs the search spent (the budget)")]
@@ -337,7 +356,6 @@ def _nmp_speedup(spec, pool, n: int) -> tuple[float, str]:
 
 def _whatif(cfg: ServeAppConfig, spec, setup) -> int:
     import json
-    from dataclasses import replace
 
     import numpy as np
 
@@ -355,17 +373,21 @@ def _whatif(cfg: ServeAppConfig, spec, setup) -> int:
     capacity = cap["completed_qps"]
     print(f"{s.name}: capacity {capacity:.1f} QPS (one LoadGen Offline run of {int(cap.get('queries', 0))} queries, "
           f"same server setting; loadavg {cap['loadavg'][0]:.2f}); measured loads at 40/70/90% of it", flush=True)
-    measured, records, stats = [], [], []
+    measured, records, stats, load_of = [], [], [], []
+    reps = s.loadgen.repeats  # runs per load (each its own LoadGen seed): the measured spread beside the model's band
     for k, frac in enumerate((0.4, 0.7, 0.9)):
-        server = new_server(setup, s.server)
-        p = run_loadgen(server, setup.queries, s.loadgen, Path(s.log_dir) / run_id / f"load{k}",
-                        target_qps=frac * capacity)
-        stats.append(server.stats)
-        measured.append(p)
-        rec = serving_record(run_id, cfg, spec, p, role="whatif-measured")
-        rec["setting"] = "measured"
-        records.append(rec)
-        print("  " + _line(f"measured {int(frac * 100)}%", p), flush=True)
+        for rep in range(reps):
+            server = new_server(setup, s.server)
+            p = run_loadgen(server, setup.queries, replace(s.loadgen, seed=s.loadgen.seed + rep),
+                            Path(s.log_dir) / run_id / (f"load{k}" + (f"_rep{rep}" if reps > 1 else "")),
+                            target_qps=frac * capacity)
+            stats.append(server.stats)
+            measured.append(p)
+            load_of.append(k)
+            rec = serving_record(run_id, cfg, spec, p, role="whatif-measured")
+            rec["setting"] = "measured"
+            records.append(rec)
+            print("  " + _line(f"measured {int(frac * 100)}%" + (f" #{rep + 1}" if reps > 1 else ""), p), flush=True)
     model = ServiceModel.fit(np.array([n for x in stats for n in x.batch_samples]),
                              np.array([t for x in stats for t in x.service_s]))
     iid = replace(model)
@@ -390,38 +412,58 @@ def _whatif(cfg: ServeAppConfig, spec, setup) -> int:
           f"minus the server's mean sojourn, per run {', '.join(f'{1e3 * g:.3f}' for g in gaps)} ms): "
           f"{1e3 * path.issue:.3f} ms added to every query")
     table = []
-    for p, x, gap in zip(measured, stats, gaps, strict=True):
-        sim = simulate_runs(s.server, p["scheduled_qps"], setup.queries.sizes, model, int(p["queries"]),
-                            percentiles=(50, 99), path=path)
-        flat = simulate_runs(s.server, p["scheduled_qps"], setup.queries.sizes, iid, int(p["queries"]),
-                             percentiles=(50, 99), path=path)
-        own = ServiceModel.fit(np.array(x.batch_samples, float), np.array(x.service_s))
-        own.with_trace([(np.array(x.start_s), np.array(x.batch_samples), np.array(x.service_s))])
-        replay = simulate_runs(s.server, p["scheduled_qps"], setup.queries.sizes, own, int(p["queries"]),
-                               percentiles=(50, 99), path=PathModel.from_stats([x], issue=gap), trace_offset=0.0)
-        table.append({"qps": p["scheduled_qps"], "queries": int(p["queries"]), "verdict": p["verdict"],
-                      "measured_p50_ms": p["p50_ms"], "model_p50_ms": sim["p50_ms"],
-                      "model_p50_band_ms": sim["p50_band_ms"], "measured_p99_ms": p["p99_ms"],
+    for k in range(3):
+        runs = [i for i, g in enumerate(load_of) if g == k]
+        p0 = measured[runs[0]]
+        qps = float(np.median([measured[i]["scheduled_qps"] for i in runs]))
+        sim = simulate_runs(s.server, qps, setup.queries.sizes, model, int(p0["queries"]), percentiles=(50, 99),
+                            path=path)
+        flat = simulate_runs(s.server, qps, setup.queries.sizes, iid, int(p0["queries"]), percentiles=(50, 99),
+                             path=path)
+        replays = []
+        for i in runs:  # each run modelled from its own records alone, on its own timeline
+            own = ServiceModel.fit(np.array(stats[i].batch_samples, float), np.array(stats[i].service_s))
+            own.with_trace([(np.array(stats[i].start_s), np.array(stats[i].batch_samples),
+                             np.array(stats[i].service_s))])
+            replays.append(simulate_runs(s.server, measured[i]["scheduled_qps"], setup.queries.sizes, own,
+                                         int(measured[i]["queries"]), percentiles=(50, 99),
+                                         path=PathModel.from_stats([stats[i]], issue=gaps[i]), trace_offset=0.0))
+        p99s = [measured[i]["p99_ms"] for i in runs]
+        lo, hi = sim["p99_band_ms"]
+        table.append({"qps": qps, "queries": int(p0["queries"]), "runs": len(runs),
+                      "verdict": "/".join(measured[i]["verdict"] for i in runs),
+                      "measured_p50_ms": float(np.median([measured[i]["p50_ms"] for i in runs])),
+                      "model_p50_ms": sim["p50_ms"], "model_p50_band_ms": sim["p50_band_ms"],
+                      "measured_p99_ms": float(np.median(p99s)), "measured_p99_runs_ms": p99s,
+                      "runs_in_band": sum(lo <= v <= hi for v in p99s),
                       "model_p99_ms": sim["p99_ms"], "model_p99_band_ms": sim["p99_band_ms"],
-                      "p99_error": sim["p99_ms"] / p["p99_ms"] - 1, "loadavg": p["loadavg"][0],
+                      "p99_error": sim["p99_ms"] / float(np.median(p99s)) - 1,
+                      "loadavg": measured[runs[-1]]["loadavg"][0],
                       "iid_p50_ms": flat["p50_ms"], "iid_p99_ms": flat["p99_ms"],
-                      "iid_p99_band_ms": flat["p99_band_ms"], "replay_p50_ms": replay["p50_ms"],
-                      "replay_p99_ms": replay["p99_ms"], "replay_p99_band_ms": replay["p99_band_ms"]})
+                      "iid_p99_band_ms": flat["p99_band_ms"],
+                      "replay_p50_ms": float(np.median([r["p50_ms"] for r in replays])),
+                      "replay_p99_ms": float(np.median([r["p99_ms"] for r in replays])),
+                      "replay_p99_band_ms": replays[0]["p99_band_ms"] if len(runs) == 1 else
+                      [min(r["p99_band_ms"][0] for r in replays), max(r["p99_band_ms"][1] for r in replays)]})
     trusted, labels = trust_verdict(table)
     errors = [r["p99_error"] for r in table]
     for r, lab in zip(table, labels, strict=True):
         r["check"] = lab
+        spread = "" if r["runs"] == 1 else (
+            f"; measured p99 of {r['runs']} runs {', '.join(f'{v:.1f}' for v in r['measured_p99_runs_ms'])} ms "
+            f"(median compared), {r['runs_in_band']}/{r['runs']} inside the model's band")
         print(f"  model vs measured at {r['qps']:.1f} QPS ({r['queries']} queries, LoadGen {r['verdict']}; model: "
-              f"median of 21 runs of that length, 5–95% band of single runs): p50 {r['model_p50_ms']:.2f} "
+              f"median of 21 runs of that length, 5–95% band of single runs{spread}): p50 {r['model_p50_ms']:.2f} "
               f"[{r['model_p50_band_ms'][0]:.2f}–{r['model_p50_band_ms'][1]:.2f}] vs {r['measured_p50_ms']:.2f} ms; "
               f"p99 {r['model_p99_ms']:.2f} [{r['model_p99_band_ms'][0]:.1f}–{r['model_p99_band_ms'][1]:.1f}] vs "
               f"{r['measured_p99_ms']:.2f} ms: {lab}; i.i.d. variant p50 {r['iid_p50_ms']:.2f}, p99 "
               f"{r['iid_p99_ms']:.2f} [{r['iid_p99_band_ms'][0]:.1f}–{r['iid_p99_band_ms'][1]:.1f}]; replay of "
-              f"this run alone (its own records, its own timeline, new arrivals) p50 {r['replay_p50_ms']:.2f}, p99 "
+              f"each run alone (its own records, its own timeline, new arrivals; median over its runs) p50 {r['replay_p50_ms']:.2f}, p99 "
               f"{r['replay_p99_ms']:.2f} [{r['replay_p99_band_ms'][0]:.1f}–{r['replay_p99_band_ms'][1]:.1f}] "
               f"(loadavg {r['loadavg']:.2f})", flush=True)
     print(f"trust verdict: model {'TRUSTED' if trusted else 'NOT trusted'} on this run (rule: model p99 within 15% "
-          f"of measured p99 at all three loads, 40/70/90% of the Offline capacity)", flush=True)
+          f"of measured p99 at all three loads, 40/70/90% of the Offline capacity"
+          + (f"; measured p99 = median of {reps} runs per load)" if reps > 1 else ")"), flush=True)
     grid = [n for n in (16, 32, 64, 128, 256, 512) if n <= setup.pool.samples // 2]
     share, t_emb = [], {}
     for n in grid:

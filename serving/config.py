@@ -103,8 +103,12 @@ class SearchConfig:
     """ours: at most this many (kind, workers, split, batch, wait) settings get a full bisection"""
     confirm_repeats: int = 2
     """repeats of a kind's best QPS that must all be VALID before it is reported"""
-    confirm_levels: int = 3
-    """at most this many VALID QPS values (highest first) are tried for confirmation"""
+    confirm_ladder: list[float] = field(default_factory=lambda: [1.0, 0.95, 0.9, 0.8, 0.7, 0.6, 0.5])
+    """confirmation backs off down these fractions of a kind's highest VALID QPS until one repeats VALID (the same
+    rule for naive, static and ours; at most len × confirm_repeats runs)"""
+    confirm_duration_ms: int = 10000
+    """LoadGen's min duration of each confirmation run (0 = the search runs' serving.loadgen.min_duration_ms):
+    longer than a search run so that a VALID verdict near the knee rests on more queries"""
 
 
 @dataclass
@@ -183,6 +187,12 @@ def check_serving(cfg: ServingConfig, cuda: bool = False) -> None:
         vals = getattr(sc, name)
         _require(len(vals) > 0 and all(v >= 1 for v in vals), f"serving.search.{name}={list(vals)}: need values ≥ 1")
     _require(all(v >= 0 for v in sc.splits), f"serving.search.splits={list(sc.splits)}: need values ≥ 0")
+    _require(sc.confirm_repeats >= 1, f"serving.search.confirm_repeats={sc.confirm_repeats}: must be ≥ 1")
+    lad = list(sc.confirm_ladder)
+    _require(len(lad) > 0 and all(0 < f <= 1 for f in lad) and all(lad[i] > lad[i + 1] for i in range(len(lad) - 1)),
+             f"serving.search.confirm_ladder={lad}: need fractions in (0, 1], strictly decreasing")
+    _require(sc.confirm_duration_ms >= 0, f"serving.search.confirm_duration_ms={sc.confirm_duration_ms}: must be ≥ 0 "
+             "(0 = the search runs' min duration)")
     _require(len(sc.worker_kinds) > 0 and all(k in WORKER_KINDS for k in sc.worker_kinds),
              f"serving.search.worker_kinds={list(sc.worker_kinds)}: need one or more of {list(WORKER_KINDS)}")
     w = cfg.whatif

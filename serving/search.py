@@ -13,7 +13,9 @@ highest VALID QPS seen. Three servers are compared at the same bound:
   of those VALID there, the `max_settings` with the lowest latency at the bound's percentile get a bisection
   upwards (a single probe above the best would reject a better setting on one noisy run).
 Runs: naive and each static B cost ≤ bracket_runs + steps; each candidate one probe, a bisected one ≤ bracket_runs
-+ steps more; confirmation ≤ (confirm_levels + 2 steps down) × confirm_repeats per kind. Every run is counted.
++ steps more. Then each kind's best setting: if no INVALID run lies above its best VALID QPS, `extend_bracket`
+(≤ bracket_runs + steps); and `confirm`: repeats at its best VALID QPS, backing off down a fixed ladder of
+fractions of it until a level repeats VALID (≤ len(ladder) × confirm_repeats). Every run is counted.
 """
 from __future__ import annotations
 
@@ -24,9 +26,13 @@ from dataclasses import dataclass, field, replace
 from .config import SearchConfig, ServerConfig
 
 __all__ = ["Setting", "SearchResult", "bisect_qps", "confirm", "naive_setting", "static_settings", "our_candidates",
-           "search_all"]
+           "search_all", "extend_bracket", "CONFIRM_LADDER",
+           "pick_best", "confirm_story"]
 
 RunFn = Callable[["Setting", float], dict]
+
+CONFIRM_LADDER = (1.0, 0.95, 0.9, 0.8, 0.7, 0.6, 0.5)
+"""confirmation's back-off: fractions of a setting's highest VALID QPS, tried in order until one repeats VALID"""
 
 
 @dataclass
@@ -45,8 +51,13 @@ class SearchResult:
     bracketed: bool = False
     """an INVALID run above the best VALID one was seen (else best_qps is only a lower bound)"""
     confirmed_qps: float = 0.0
-    """the highest VALID QPS of this setting whose repeats were all VALID too (0 = none confirmed)"""
+    """the highest ladder level of best_qps whose repeats were all VALID (0 = none confirmed)"""
+    confirmed_fraction: float = 0.0
+    """that level as a fraction of best_qps"""
     confirm_runs: int = 0
+    confirm_points: list[dict] = field(default_factory=list)
+    confirm_trail: list[tuple[float, int, int]] = field(default_factory=list)
+    """each level tried: (QPS, VALID repeats, runs spent)"""
 
     @property
     def runs(self) -> int:
@@ -93,27 +104,61 @@ def bisect_qps(run: Callable[[float], dict], start: float, steps: int, bracket_r
     return result
 
 
-def confirm(run: Callable[[float], dict], result: SearchResult, repeats: int, levels: int,
-            step_down: int = 2, factor: float = 0.9) -> SearchResult:
-    """Re-run the setting's VALID QPS values, highest first (at most `levels` of them), `repeats` times each; the
-    first whose repeats are all VALID is the confirmed QPS. One lucky VALID run under noise is not an answer. If
-    none holds, step down from the lowest one tried by `factor`, at most `step_down` times (the VALID values of a
-    bisection all sit within a few % of the edge, where one noisy run flips the verdict)."""
-    valid = sorted({p["target_qps"] for p in result.points if _valid(p)}, reverse=True)[:levels]
-    if valid:
-        valid += [valid[-1] * factor ** k for k in range(1, step_down + 1)]
-    for q in valid:
-        ok = True
-        for _ in range(repeats):
-            p = run(q)
+def confirm(run: Callable[[float, int], dict], result: SearchResult, repeats: int,
+            ladder: tuple[float, ...] | list[float] = CONFIRM_LADDER) -> SearchResult:
+    """Confirm the setting's highest VALID QPS (`best_qps`) by `repeats` runs that are all VALID; when one fails,
+    back off down a fixed ladder of fractions of it (1.0, 0.95, 0.9, 0.8, … by default) until a level holds. The
+    same rule for naive, static and ours. `run(qps, k)` is the k-th repeat at that level (the caller may give
+    repeats their own LoadGen seed and a longer run). Worst case len(ladder) × repeats runs, all counted; each
+    level tried is kept in `result.confirm_trail` as (qps, VALID repeats, runs). The level above the confirmed
+    one (it failed its repeats) or, at the top level, the search's INVALID run above `best_qps` makes the
+    confirmed figure a measured bound, not only a lower one."""
+    top = result.best_qps
+    if top <= 0:
+        return result
+    for f in ladder:
+        q = top * f
+        ok = 0
+        for k in range(repeats):
+            p = run(q, k)
             result.confirm_runs += 1
+            result.confirm_points.append(p)
             if not _valid(p):
-                ok = False
                 break
-        if ok:
-            result.confirmed_qps = q
+            ok += 1
+        result.confirm_trail.append((q, ok, min(ok + 1, repeats)))
+        if ok == repeats:
+            result.confirmed_qps, result.confirmed_fraction = q, f
             return result
     return result
+
+
+def extend_bracket(run: Callable[[float], dict], result: SearchResult, steps: int, bracket_runs: int) -> SearchResult:
+    """A setting with no INVALID run above its best VALID QPS: keep doubling from there (at most `bracket_runs`
+    runs) and bisect the bracket found (`steps` runs), so its figure is bounded from above too. Counted runs."""
+    if result.bracketed or result.best_qps <= 0:
+        return result
+    return bisect_qps(run, result.best_qps * 2, steps, bracket_runs, result, lo=result.best_qps)
+
+
+def confirm_story(result: SearchResult, repeats: int) -> str:
+    """One line: each ladder level tried (QPS, fraction, VALID repeats / runs) and what was confirmed."""
+    top = result.best_qps
+    steps = ", ".join(f"{q:.1f} ({q / top:.2f}x): {ok}/{repeats} VALID in {n} run(s)"
+                      for q, ok, n in result.confirm_trail) if top > 0 else "nothing VALID to confirm"
+    if result.confirmed_qps > 0:
+        end = f"confirmed {result.confirmed_qps:.1f} QPS ({result.confirmed_fraction:.2f}x of the best VALID run)"
+    else:
+        end = "none confirmed"
+    return f"{result.setting.label}: {steps} → {end}; {result.confirm_runs} confirmation runs"
+
+
+def pick_best(results: list[SearchResult]) -> dict[str, SearchResult | None]:
+    """Each kind's setting with the highest VALID QPS (ours may be a static setting: ours can choose any)."""
+    def best(kinds):
+        pool = [r for r in results if r.setting.kind in kinds and r.best_qps > 0]
+        return max(pool, key=lambda r: r.best_qps, default=None)
+    return {"naive": best(("naive",)), "static": best(("static",)), "ours": best(("ours", "static"))}
 
 
 def naive_setting(base: ServerConfig, cores: int) -> Setting:

@@ -42,7 +42,8 @@ CALIBRATE_TINY = "--rows 2000 --repeats 2 --rounds 1"
 SERVE_TINY = ("serving.loadgen.min_query_count=40 serving.loadgen.min_duration_ms=300 serving.max_rows=20000 "
               "serving.loadgen.percentile=90")
 SEARCH_TINY = ("serving.search.bisection_steps=1 serving.search.bracket_runs=2 serving.search.max_settings=1 "
-               "serving.search.confirm_repeats=1 serving.search.confirm_levels=1 serving.search.static_batches=[128]")
+               "serving.search.confirm_repeats=1 serving.search.confirm_ladder=[1.0,0.5] "
+               "serving.search.confirm_duration_ms=300 serving.search.static_batches=[128]")
 RECORDS = f"dlrmbench run workload=smoke backend=torch {TINY}"
 PLANS = ("dlrmbench plan --tables criteo_kaggle --hardware dgx_h100 --optimizer greedy_size --out a.json "
          "--no-torchrec-estimate",

@@ -2,6 +2,7 @@
 LoadGen runs and the CLI's bad input. LoadGen runs here carry well under a second of traffic; nothing is timed."""
 from __future__ import annotations
 
+import json
 import subprocess
 import threading
 from collections import deque
@@ -265,7 +266,6 @@ def test_cli_run_writes_a_record_with_verdict_percentiles_and_loadgen_logs(tmp_p
               "serving.loadgen.target_qps=30", "serving.query.count=64", "serving.query.pool_samples=256",
               f"records={out}"], tmp_path, monkeypatch, capsys)
     assert r.returncode == 0, r.stderr[-2000:]
-    import json
 
     rec = json.loads(out.read_text().splitlines()[0])
     assert rec["kind"] == "serving" and rec["verdict"] in ("VALID", "INVALID")
@@ -275,34 +275,104 @@ def test_cli_run_writes_a_record_with_verdict_percentiles_and_loadgen_logs(tmp_p
         (tmp_path / rec["point"]["log_dir"] / "mlperf_log_summary.txt").is_file()
 
 
-def test_confirm_rejects_a_lucky_valid_run_and_keeps_the_highest_repeatable_one():
+def _found(best: float, kind: str = "ours") -> SearchResult:
+    r = SearchResult(Setting("x", kind, ServerConfig()))
+    r.best_qps, r.bracketed = best, True
+    r.points = [{"target_qps": best, "verdict": "VALID"}, {"target_qps": best * 1.1, "verdict": "INVALID"}]
+    return r
+
+
+def test_confirm_keeps_the_best_qps_when_its_repeats_hold():
     from serving.search import confirm
+
+    r, runs = _found(100.0), []
+    confirm(lambda q, k: runs.append((q, k)) or {"verdict": "VALID"}, r, repeats=2)
+    assert runs == [(100.0, 0), (100.0, 1)] and r.confirmed_qps == 100.0 and r.confirmed_fraction == 1.0
+    assert r.confirm_runs == 2 and r.confirm_trail == [(100.0, 2, 2)]
+
+
+def test_confirm_backs_off_down_the_ladder_until_the_repeats_hold():
+    from serving.search import confirm
+
+    r, runs = _found(100.0), []
+
+    def run(q, k):  # the search's best was lucky; the server repeats VALID only up to 85 QPS
+        runs.append(q)
+        return {"verdict": "VALID" if q <= 85 else "INVALID"}
+
+    confirm(run, r, repeats=2, ladder=(1.0, 0.95, 0.9, 0.8, 0.7))
+    assert r.confirmed_qps == pytest.approx(80.0) and r.confirmed_fraction == 0.8
+    assert runs == pytest.approx([100.0, 95.0, 90.0, 80.0, 80.0]) and r.confirm_runs == 5
+    assert [ok for _, ok, _ in r.confirm_trail] == [0, 0, 0, 2]
+
+
+def test_confirm_a_level_fails_when_any_repeat_is_invalid_and_each_run_is_counted():
+    from serving.search import confirm
+
+    r, verdicts = _found(200.0), iter(["VALID", "INVALID", "VALID", "VALID"])
+    confirm(lambda q, k: {"verdict": next(verdicts)}, r, repeats=2, ladder=(1.0, 0.9))
+    assert r.confirmed_qps == pytest.approx(180.0) and r.confirm_runs == 4
+    assert r.confirm_trail == [(200.0, 1, 2), (pytest.approx(180.0), 2, 2)]
+
+
+def test_confirm_reports_none_when_the_whole_ladder_fails_and_spends_at_most_ladder_times_repeats():
+    from serving.search import confirm
+
+    r = _found(50.0, kind="naive")
+    confirm(lambda q, k: {"verdict": "INVALID"}, r, repeats=3, ladder=(1.0, 0.5))
+    assert r.confirmed_qps == 0.0 and r.confirm_runs == 2  # each level stops at its first INVALID repeat
+    r2 = _found(50.0)
+    confirm(lambda q, k: {"verdict": "VALID" if k < 2 else "INVALID"}, r2, repeats=3, ladder=(1.0, 0.5))
+    assert r2.confirmed_qps == 0.0 and r2.confirm_runs == 6  # worst case: len(ladder) × repeats
+
+
+def test_confirm_runs_nothing_for_a_setting_never_valid():
+    from serving.search import confirm
+
+    r = SearchResult(Setting("x", "static", ServerConfig()))
+    confirm(lambda q, k: pytest.fail("no run expected"), r, repeats=2)
+    assert r.confirm_runs == 0 and r.confirmed_qps == 0.0
+
+
+def test_extend_bracket_doubles_above_a_lower_bound_until_invalid_and_bisects():
+    from serving.search import extend_bracket
 
     r = SearchResult(Setting("x", "ours", ServerConfig()))
-    r.points = [{"target_qps": q, "verdict": "VALID"} for q in (10.0, 20.0, 40.0)]
+    r.best_qps, r.points = 100.0, [{"target_qps": 100.0, "verdict": "VALID"}]
     runs = []
 
-    def run(q):  # 40 was a lucky run: it fails when repeated; 20 holds
+    def run(q):
         runs.append(q)
-        return {"verdict": "VALID" if q <= 20 else "INVALID"}
+        return {"target_qps": q, "verdict": "VALID" if q <= 300 else "INVALID"}
 
-    confirm(run, r, repeats=2, levels=3)
-    assert r.confirmed_qps == 20.0 and runs == [40.0, 20.0, 20.0] and r.confirm_runs == 3
+    extend_bracket(run, r, steps=2, bracket_runs=4)
+    assert r.bracketed and runs[:2] == [200.0, 400.0] and runs[2:] == [300.0, 350.0]
+    assert r.best_qps == 300.0 and r.runs == 5
+    before = list(runs)
+    extend_bracket(run, r, steps=2, bracket_runs=4)  # already bracketed: no run
+    assert runs == before
 
 
-def test_confirm_steps_down_below_the_edge_when_no_valid_level_repeats():
-    from serving.search import confirm
+def test_pick_best_lets_ours_fall_back_to_a_static_setting():
+    from serving.search import pick_best
 
-    r = SearchResult(Setting("x", "naive", ServerConfig()))
-    r.points = [{"target_qps": q, "verdict": "VALID"} for q in (98.0, 99.0, 100.0)]
-    runs = []
+    def res(kind, q):
+        r = SearchResult(Setting(f"{kind} {q}", kind, ServerConfig()))
+        r.best_qps = q
+        return r
 
-    def run(q):  # the three VALID values sit at the noisy edge; 10% below holds
-        runs.append(q)
-        return {"verdict": "VALID" if q <= 90 else "INVALID"}
+    picks = pick_best([res("naive", 10.0), res("static", 30.0), res("static", 20.0), res("ours", 25.0)])
+    assert picks["naive"].best_qps == 10.0 and picks["static"].best_qps == 30.0 and picks["ours"] is picks["static"]
 
-    confirm(run, r, repeats=2, levels=3, step_down=2, factor=0.9)
-    assert runs == [100.0, 99.0, 98.0, 98.0 * 0.9, 98.0 * 0.9] and r.confirmed_qps == pytest.approx(88.2)
+
+@pytest.mark.parametrize("ladder", [[], [1.0, 1.0], [0.9, 0.95], [1.2, 0.9], [1.0, 0.0]])
+def test_check_serving_refuses_a_confirm_ladder_that_is_not_decreasing_fractions(ladder):
+    from serving.config import ServingConfig, check_serving
+
+    cfg = ServingConfig()
+    cfg.search.confirm_ladder = ladder
+    with pytest.raises(ServingError, match="confirm_ladder"):
+        check_serving(cfg)
 
 
 def test_parse_summary_takes_offline_and_single_stream_throughput():
@@ -447,3 +517,22 @@ def test_cli_bad_worker_mode_and_whatif_knobs_one_line_exit_2(arg, needle, tmp_p
     assert r.returncode == 2 and needle in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_whatif_with_repeats_compares_the_median_of_each_loads_runs_and_counts_those_in_the_model_band(
+        tmp_path, monkeypatch, capsys):
+    out = tmp_path / "r.jsonl"
+    r = _cli(["whatif", "serving=deeprecsys_rm1", "serving.loadgen.target_qps=80", "serving.loadgen.repeats=2",
+              "serving.loadgen.min_query_count=40", "serving.loadgen.min_duration_ms=300", "serving.max_rows=20000",
+              "serving.loadgen.percentile=90", "serving.query.pool_samples=2048", f"records={out}"],
+             tmp_path, monkeypatch, capsys)
+    assert r.returncode == 0, r.stderr
+    summary = [json.loads(x) for x in out.read_text().splitlines()][-1]
+    assert summary["kind"] == "serving_whatif" and len(summary["comparison"]) == 3
+    for row in summary["comparison"]:
+        assert row["runs"] == 2 and len(row["measured_p99_runs_ms"]) == 2
+        assert row["measured_p99_ms"] == pytest.approx(float(np.median(row["measured_p99_runs_ms"])))
+        lo, hi = row["model_p99_band_ms"]
+        assert row["runs_in_band"] == sum(lo <= v <= hi for v in row["measured_p99_runs_ms"])
+    assert "inside the model's band" in r.stdout and "median of 2 runs per load" in r.stdout

@@ -233,7 +233,7 @@ def _build(cost: CostModel, penalty: float) -> _Relax:
         top = np.zeros(n_tab)
         np.maximum.at(top, ot, Ph[:, k])
         keep = np.flatnonzero(top > 0)
-        keep = keep[np.argsort(-top[keep])[:PIECE_ROWS]]
+        keep = keep[np.argsort(-top[keep], kind="stable")[:PIECE_ROWS]]
         pos = -np.ones(n_tab, dtype=np.int64)
         pos[keep] = np.arange(len(keep))
         coef = Ph[:, k] - per_rank_dp[:, k]

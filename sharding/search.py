@@ -20,7 +20,7 @@ from embedding.spec import TableSpec
 from sharding.cost import COLLECTIVE_CALLS, CostModel
 from sharding.packing import Bins
 from sharding.plan import ShardingType, TablePlan
-from sharding.search_kernels import host_scores, place_best, summary, try_rank
+from sharding.search_kernels import host_scores, place_best, summary, top3, try_rank
 from sharding.trec_cost import TorchRecCostModel
 
 __all__ = ["Resources", "Piece", "Loads", "local_search"]
@@ -213,21 +213,9 @@ class Loads(Bins):
         return ok, j, s
 
     def top3(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per row, the indices and values of its three largest entries (padded with rank −1, value 0)."""
-        L = self.L
-        w = L.shape[1]
-        if w >= 4:
-            idx = np.argpartition(-L, 2, axis=1)[:, :3]
-        else:
-            idx = np.tile(np.arange(w), (L.shape[0], 1))
-        vals = np.take_along_axis(L, idx, axis=1)
-        order = np.argsort(-vals, axis=1)
-        idx, vals = np.take_along_axis(idx, order, axis=1), np.take_along_axis(vals, order, axis=1)
-        if idx.shape[1] < 3:
-            pad = 3 - idx.shape[1]
-            idx = np.hstack([idx, np.full((L.shape[0], pad), -1)])
-            vals = np.hstack([vals, np.zeros((L.shape[0], pad))])
-        return idx, vals
+        """Per row, the indices and values of its three largest entries (padded with rank −1, value 0); among equal
+        loads the lower rank first, on every CPU (`search_kernels.top3`)."""
+        return top3(self.L)
 
     @staticmethod
     def _rest(top: tuple[np.ndarray, np.ndarray], a: int, bs: np.ndarray) -> np.ndarray:
@@ -326,7 +314,7 @@ def local_search(state: Loads, pieces: list[Piece], max_iters: int) -> int:
         hot.sort(key=lambda r: -float((state.L[:, r] * res.weight).sum()))
         for a in hot[:HOT_RANKS]:
             on_a = np.flatnonzero(ranks == a)
-            order = on_a[np.argsort(-size[on_a])][:TRY_PIECES]
+            order = on_a[np.argsort(-size[on_a], kind="stable")][:TRY_PIECES]
             if try_rank(state.L, state.count, res.hold, res.weight, res.s0, res.s1, state.const, topi, topv, a,
                         order, ranks, vecs, groups, tables, multi, mems, used, cap, j0, s0):
                 break

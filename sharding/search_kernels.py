@@ -7,8 +7,8 @@ Each kernel repeats the numpy code it replaces (`Loads.move_scores`, `swap_score
 `host_scores_reference`, `take`/`put`, `best_of`, `_better`) in the same order of float operations, so plans are
 bitwise the same. numpy sums a row-major (K, n) array over axis 0 row by row, but a column-major one, or one with
 n = 1, or a vector, pairwise (`pairwise_sum`); the kernels sum each figure as numpy does for the layout it has
-there. Ties between ranks or pieces are broken by numpy outside the kernels (`top3`, the order of a rank's
-pieces), as before. tests/sharding/test_search_kernels.py checks the kernels against the numpy code.
+there. Ties between ranks go to the lower rank (`top3`, as a stable sort would), and a rank's pieces are ordered by a
+stable sort: numpy's `argpartition` and default sort leave ties to the SIMD path it picks on the CPU at hand. tests/sharding/test_search_kernels.py checks the kernels against the numpy code.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import numba
 import numpy as np
 from numba import njit
 
-__all__ = ["summary", "try_rank", "place_best", "place_cut", "host_scores", "place_scores", "move_scores", "swap_scores", "pairwise_sum"]
+__all__ = ["summary", "top3", "try_rank", "place_best", "place_cut", "host_scores", "place_scores", "move_scores", "swap_scores", "pairwise_sum"]
 
 _TOL = 1e-12
 _ROOM = 1 + 1e-12  # as `Bins.fits`: a tier fits up to its capacity × (1 + 1e-12)
@@ -367,12 +367,35 @@ def try_rank(L, count, hold, weight, w0, w1, const, topi, topv, a, order, ranks,
     return False
 
 
+@njit(cache=True)
+def top3(L: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of L, the ranks and loads of its three largest entries, largest first; among equal loads the lower
+    rank first (as a stable sort), on every CPU. Rows with fewer than three ranks are padded with rank −1, load 0."""
+    K, W = L.shape
+    idx = np.full((K, 3), -1, dtype=np.int64)
+    vals = np.zeros((K, 3))
+    for k in range(K):
+        n = 0
+        for r in range(W):
+            x = L[k, r]
+            p = n
+            while p > 0 and x > vals[k, p - 1]:  # strictly larger moves up: an earlier rank keeps its place on ties
+                p -= 1
+            if p < 3:
+                for q in range(min(n, 2), p, -1):
+                    idx[k, q], vals[k, q] = idx[k, q - 1], vals[k, q - 1]
+                idx[k, p], vals[k, p] = r, x
+                n = min(n + 1, 3)
+    return idx, vals
+
+
 # Compiled at import, as `sharding.anneal`'s kernel: loaded from numba's disk cache (written once per checkout, or
 # to numba's user-wide cache where the checkout is read-only), so the first plan of a process does not wait.
 _F, _F2, _I, _I2, _B = (numba.float64, numba.float64[:, ::1], numba.int64[::1], numba.int64[:, ::1],
                         numba.boolean[::1])
 _LOADS = (_F2, _I2, _F2, numba.float64[::1], _F, _F, _F)  # L, count, hold, weight, scales, fixed cost
 summary.compile((numba.float64[::1], _F, _F))
+top3.compile((_F2,))
 try_rank.compile((*_LOADS, _I2, _F2, numba.int64, _I, _I, _F2, _I, _I, _B, _F2, _F2, numba.float64[::1], _F, _F))
 place_best.compile((*_LOADS, numba.int64, numba.float64[::1], _B))
 host_scores.compile((_F2, _I2, _F2, _F, _F, _F, numba.int64, _F2, _F2, _F2, numba.float64[::1]))

@@ -18,6 +18,7 @@ from sharding.search_kernels import (
     place_scores,
     summary,
     swap_scores,
+    top3,
 )
 from sharding.tablesets import load_tables
 from sharding.trec_cost import TorchRecCostModel
@@ -149,3 +150,17 @@ def test_the_summary_kernel_is_numpys_sum_bit_for_bit() -> None:
     for k in range(2, 40):
         v = rng.standard_normal(k) * 10.0 ** rng.integers(-6, 6, k)
         assert np.array_equal(summary(v, 0.3, 0.7), np.array([0.3 * v[:-1].sum(), 0.7 * v[-1]]))
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 3, 4, 8, 33, 256])
+def test_top3_breaks_ties_towards_the_lower_rank_as_a_stable_sort(ranks: int) -> None:
+    """Plans must not depend on the CPU: `top3` gives what a stable sort gives (lower rank first among equal loads),
+    where `argpartition` leaves ties to numpy's SIMD path."""
+    rng = np.random.default_rng(ranks)
+    for _ in range(200):
+        L = rng.integers(0, 3, size=(6, ranks)).astype(np.float64)  # few distinct values: ties everywhere
+        idx, vals = top3(L)
+        want = np.argsort(-L, axis=1, kind="stable")[:, :3]
+        n = want.shape[1]
+        assert (idx[:, :n] == want).all() and (vals[:, :n] == np.take_along_axis(L, want, axis=1)).all()
+        assert (idx[:, n:] == -1).all() and (vals[:, n:] == 0).all()

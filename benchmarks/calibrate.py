@@ -38,7 +38,7 @@ Runs as a job of N local ranks (gloo/CPU), every rank measuring at once as ranks
                      backward, zero_grad, the framework between stages); median over the tiny plans ->
                      `Topology.step_overhead`.
 Rounds: everything above runs in `--rounds` interleaved rounds (each runs every microbenchmark once, `--repeats`
-timed calls per point, in an order rotated by one per round); every term is fitted on each round alone and the
+timed calls per point and `--steps` timed steps per stage plan, in an order rotated by one per round); every term is fitted on each round alone and the
 figure written is its median over rounds, with its min–max over rounds printed beside it and the per-round
 measurements and fits stored (`calibration.rounds`, `round_fits`, `term_spread`): a burst of load from another
 process moves one round's fit, not the figure (before rounds, when each figure was fitted once on medians, two
@@ -79,7 +79,11 @@ BATCHES = (512, 2048)
 COLLECTIVE_KIB = (4, 64, 1024, 4096)
 DENSE_ROWS = (4000, 32000, 256000)
 OVERHEAD_PLANS = ("TW", "RW", "CW", "TWRW", "DP", "TW+RW")
-ROUNDS, REPEATS = 5, 8  # 5 rounds × 8 timed calls: about a minute on 2 cores (was 1 pass × 20, stages 4 × 20)
+ROUNDS, REPEATS = 5, 8  # 5 rounds × 8 timed calls per microbenchmark point (was 1 pass × 20)
+# timed steps of each TorchRec stage plan per round: validate-cost's default, so that the stage medians fitted are
+# the same kind of number as the validated ones (with 8, at load 2–3, a TW plan's stages summed 1.5–2.5× what 20
+# steps gave 20 minutes earlier at load 1–2; load and steps not separated)
+STAGE_STEPS = 20
 STAGE_KEYS = ("input_dist", "lookup", "output_dist", "output_dist_bwd", "lookup_bwd", "optimizer")
 
 
@@ -427,7 +431,7 @@ def _rank_main(args: argparse.Namespace) -> int:
                 elif phase == "collectives":
                     m["collectives"] = _collectives(args.repeats)
                 else:
-                    m.update(_stage_times(world, args.repeats, r))
+                    m.update(_stage_times(world, args.steps, r))
                 phases[phase] = round(phases[phase] + time.perf_counter() - t0, 2)
             m["loadavg"] = loadavg()
             rounds.append(m)
@@ -680,7 +684,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--world-size", type=int, default=2)
     p.add_argument("--rows", type=int, default=None,
                    help="cap on the rows of each lookup table (default: tables of 0.25 and 8 × the LLC)")
-    p.add_argument("--repeats", type=int, default=REPEATS, help="timed calls (steps) per point per round")
+    p.add_argument("--repeats", type=int, default=REPEATS, help="timed calls per microbenchmark point per round")
+    p.add_argument("--steps", type=int, default=STAGE_STEPS, help="timed steps of each TorchRec stage plan per "
+                   "round (validate-cost's default --repeats)")
     p.add_argument("--rounds", type=int, default=ROUNDS,
                    help="interleaved rounds, each running every microbenchmark once and fitted alone; the "
                         "figures written are medians over rounds")
@@ -714,9 +720,11 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "calibrate":
         argv = argv[1:]
     args = _parser().parse_args(argv)
-    if args.world_size < 2 or (args.rows is not None and args.rows < 1000) or args.repeats < 1 or args.rounds < 1 or not 0 < args.timeout <= 7 * 86400:
+    if (args.world_size < 2 or (args.rows is not None and args.rows < 1000) or args.repeats < 1 or args.rounds < 1
+            or args.steps < 1 or not 0 < args.timeout <= 7 * 86400):
         print("dlrmbench calibrate: error: needs --world-size ≥ 2, --rows ≥ 1000, --repeats ≥ 1, --rounds ≥ 1, "
-              f"0 < --timeout ≤ 604800 s; got {args.world_size}, {args.rows}, {args.repeats}, {args.rounds}, "
+              f"--steps ≥ 1, 0 < --timeout ≤ 604800 s; got {args.world_size}, {args.rows}, {args.repeats}, "
+              f"{args.rounds}, {args.steps}, "
               f"{args.timeout}", file=sys.stderr)
         return 2
     if args.refit:

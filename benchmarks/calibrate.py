@@ -509,6 +509,8 @@ def fit_rounds(rounds: list[dict[str, Any]], world: int, llc: int) -> dict[str, 
     infinitely fast there, and is left out (microbenchmark figures used) when that is the median."""
     fits = [fit_round(m, llc) for m in rounds]
     med = median_tree(fits)
+    ov = med["stage_overhead"]  # what the model will use: the per-stage medians' sum, not the median of the sums
+    med["fixed_tw_s"] = sum(ov["base"].values()) + sum(ov["TW"].values())
     stage_bytes = stage_plan_bytes(world, llc, med["lookup_weights"])
     for f, m in zip(fits, rounds, strict=True):
         f["stage_bandwidth"] = stage_bandwidths(m["torchrec_stages_s"], stage_bytes)

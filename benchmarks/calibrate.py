@@ -1,5 +1,6 @@
-"""`dlrmbench calibrate [--out FILE] [--world-size N] [--rows N] [--quick]`: fit the cost model's constants on
-this machine and write a hardware YAML that `sharding.topology.load_topology` reads, with provenance and date.
+"""`dlrmbench calibrate [--out FILE] [--world-size N] [--rows N] [--rounds N] [--repeats N] [--refit FILE]`: fit
+the cost model's constants on this machine and write a hardware YAML that `sharding.topology.load_topology` reads,
+with provenance and date.
 
 Runs as a job of N local ranks (gloo/CPU), every rank measuring at once as ranks of a real job do:
   machine            CPU model, cores, last-level cache (LLC), memory, load average and a 1-second copy-bandwidth
@@ -31,14 +32,22 @@ Runs as a job of N local ranks (gloo/CPU), every rank measuring at once as ranks
                      included) / (its time −
                      the tiny plan's) -> `Topology.stage_bandwidth`. TorchRec's stages get far less per byte than
                      bare gloo calls or a lone TBE (KJT permutes and bucketizing, both ranks' kernels at once).
-                     Tiny and larger plans run interleaved over `--rounds` rounds; medians over steps and rounds.
+                     Tiny and larger plans of a round run back to back; medians over steps.
   step overhead      per tiny plan and rank, its uninstrumented step median − the sum of its own stage medians,
                      mean over ranks: what a step spends outside the embedding stages (loss, the dense part's
                      backward, zero_grad, the framework between stages); median over the tiny plans ->
                      `Topology.step_overhead`.
-`--refit FILE` fits a calibrated file's stored measurements again with this code (nothing is measured).
-All timings are medians, as the validation reports; every fit's median and max relative residual is printed and
-stored (`fit_residuals`), with each phase's seconds (the stage plans' rounds are most of the time).
+Rounds: everything above runs in `--rounds` interleaved rounds (each runs every microbenchmark once, `--repeats`
+timed calls per point and `--steps` timed steps per stage plan, in an order rotated by one per round); every term is fitted on each round alone and the
+figure written is its median over rounds, with its min–max over rounds printed beside it and the per-round
+measurements and fits stored (`calibration.rounds`, `round_fits`, `term_spread`): a burst of load from another
+process moves one round's fit, not the figure (before rounds, when each figure was fitted once on medians, two
+calibrations taken back to back gave a TW plan's fixed cost 3.8 and 5.6 ms).
+`--refit FILE` fits a calibrated file's stored measurements again with this code (nothing is measured; a file
+written before rounds refits as one round, as it was fitted).
+All timings are medians, as the validation reports; every fit's median and max relative residual (medians over
+rounds) is printed and stored (`fit_residuals`), with each phase's seconds summed over rounds (the stage plans are
+most of the time).
 None of these is one of the plans `benchmarks.validate_cost` validates.
 """
 from __future__ import annotations
@@ -56,6 +65,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from benchmarks.calibration_rounds import median_tree, rotated, spread_tree
 from benchmarks.errors import OneLineParser, check_output_file, one_line
 from embedding.files import umask_mode
 
@@ -69,6 +79,11 @@ BATCHES = (512, 2048)
 COLLECTIVE_KIB = (4, 64, 1024, 4096)
 DENSE_ROWS = (4000, 32000, 256000)
 OVERHEAD_PLANS = ("TW", "RW", "CW", "TWRW", "DP", "TW+RW")
+ROUNDS, REPEATS = 5, 8  # 5 rounds × 8 timed calls per microbenchmark point (was 1 pass × 20)
+# timed steps of each TorchRec stage plan per round: validate-cost's default, so that the stage medians fitted are
+# the same kind of number as the validated ones (with 8, at load 2–3, a TW plan's stages summed 1.5–2.5× what 20
+# steps gave 20 minutes earlier at load 1–2; load and steps not separated)
+STAGE_STEPS = 20
 STAGE_KEYS = ("input_dist", "lookup", "output_dist", "output_dist_bwd", "lookup_bwd", "optimizer")
 
 
@@ -287,11 +302,11 @@ def _overhead_plan(kind: str, world: int, big: bool = False) -> tuple[list[str],
     return overrides, ShardingPlan(world, tables, optimizer=name).to_dict()
 
 
-def _stage_times(world: int, repeats: int, rounds: int) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
-    """(stage seconds, {"rounds": per-round stage seconds, "steps": step medians}) of each calibration plan
-    ("TW", …, "TW+RW", "TW:big", …): per round the median over steps (max over ranks, as every rank waits for the
-    slowest), then the median over `rounds` rounds that interleave the plans (bursts of load from other
-    processes then hit one round of a plan, not all of it)."""
+def _stage_times(world: int, repeats: int, shift: int = 0) -> dict[str, Any]:
+    """One round of the TorchRec stage plans ("TW", …, "TW+RW", "TW:big", …), in an order rotated by `shift`:
+    {"torchrec_stages_s": per plan and stage the median over steps (max over ranks, as every rank waits for the
+    slowest), "torchrec_step_s": the uninstrumented step median (max over ranks), "torchrec_gap_s": the mean over
+    ranks of a rank's own step median − the sum of its own stage medians}."""
     import torch
     import torch.distributed as dist
 
@@ -299,26 +314,24 @@ def _stage_times(world: int, repeats: int, rounds: int) -> tuple[dict[str, dict[
     from benchmarks.distributed.worker import run_case
 
     plans = [(k, False) for k in OVERHEAD_PLANS] + [(k, True) for k in _TYPES]
-    seen: dict[str, list[dict[str, float]]] = {}
-    for _ in range(rounds):
-        for kind, big in plans:
-            key = f"{kind}:big" if big else kind
-            overrides, plan = _overhead_plan(kind, world, big)
-            case = resolve_case(key, [*overrides, f"dist.repeats={repeats}"], plan, world)
-            res = run_case(case, torch.device("cpu"), tempfile.gettempdir())
-            gathered: list[Any] = [None] * world
-            mine = {k: float(np.median(v)) for k, v in res["stages"].items()}
-            step = float(np.median(res["step_s"]))
-            gap = step - sum(mine[k] for k in STAGE_KEYS)  # the dense backward stays in: the model has no term for it
-            dist.all_gather_object(gathered, dict(mine, step=step, gap=gap))
-            row = {k: max(g[k] for g in gathered) for k in (*STAGE_KEYS, "step")}
-            seen.setdefault(key, []).append(dict(row, gap=float(np.mean([g["gap"] for g in gathered]))))
-    times = {key: {k: float(np.median([r[k] for r in runs])) for k in STAGE_KEYS} for key, runs in seen.items()}
-    steps = {key: float(np.median([r["step"] for r in runs])) for key, runs in seen.items()}
-    gaps = {key: float(np.median([r["gap"] for r in runs])) for key, runs in seen.items()}
-    spread = {key: {k: [round(r[k], 6) for r in runs] for k in (*STAGE_KEYS, "step", "gap")}
-              for key, runs in seen.items()}
-    return times, {"rounds": spread, "steps": steps, "gaps": gaps}
+    times: dict[str, dict[str, float]] = {}
+    steps: dict[str, float] = {}
+    gaps: dict[str, float] = {}
+    for i in rotated([str(i) for i in range(len(plans))], shift):
+        kind, big = plans[int(i)]
+        key = f"{kind}:big" if big else kind
+        overrides, plan = _overhead_plan(kind, world, big)
+        case = resolve_case(key, [*overrides, f"dist.repeats={repeats}"], plan, world)
+        res = run_case(case, torch.device("cpu"), tempfile.gettempdir())
+        gathered: list[Any] = [None] * world
+        mine = {k: float(np.median(v)) for k, v in res["stages"].items()}
+        step = float(np.median(res["step_s"]))
+        gap = step - sum(mine[k] for k in STAGE_KEYS)  # the dense backward stays in: the model has no term for it
+        dist.all_gather_object(gathered, dict(mine, step=step, gap=gap))
+        times[key] = {k: max(g[k] for g in gathered) for k in STAGE_KEYS}
+        steps[key] = max(g["step"] for g in gathered)
+        gaps[key] = float(np.mean([g["gap"] for g in gathered]))
+    return {"torchrec_stages_s": times, "torchrec_step_s": steps, "torchrec_gap_s": gaps}
 
 
 def stage_plan_bytes(world: int, llc_bytes: float, weights: dict[str, dict[str, float]],
@@ -385,6 +398,9 @@ def stage_bandwidths(times: dict[str, dict[str, float]], nbytes: dict[str, dict[
     return out
 
 
+PHASES = ("lookups", "dense_optimizer", "collectives", "torchrec_stages")
+
+
 def _rank_main(args: argparse.Namespace) -> int:
     from datetime import timedelta
 
@@ -399,29 +415,29 @@ def _rank_main(args: argparse.Namespace) -> int:
         rank, world = dist.get_rank(), dist.get_world_size()
         machine = fingerprint() if rank == 0 else {}  # before the others start: a quiet probe
         dist.barrier()
-        llc, phases, t0 = llc_bytes(), {}, time.perf_counter()
-
-        def lap(name: str) -> None:
-            nonlocal t0
-            phases[name] = round(time.perf_counter() - t0, 2)
-            t0 = time.perf_counter()
-
-        lookups = _lookups(args.rows, args.repeats, llc)
-        gathered: list[Any] = [None] * world
-        dist.all_gather_object(gathered, lookups)
-        lap("lookups")
-        colocated = _colocated(lookups, args.rows, args.repeats, llc)
-        lap("colocated")
-        dense = _dense_optimizer(args.repeats)
-        lap("dense_optimizer")
-        comm = _collectives(args.repeats)
-        lap("collectives")
-        stage, stage_runs = _stage_times(world, args.repeats, args.rounds)
-        lap("torchrec_stages")
+        llc, phases, rounds = llc_bytes(), dict.fromkeys(PHASES, 0.0), []
+        for r in range(args.rounds):
+            m: dict[str, Any] = {"order": rotated(PHASES, r)}
+            for phase in m["order"]:  # every microbenchmark once per round, each round starting one later
+                t0 = time.perf_counter()
+                if phase == "lookups":
+                    mine = _lookups(args.rows, args.repeats, llc)
+                    gathered: list[Any] = [None] * world
+                    dist.all_gather_object(gathered, mine)
+                    m["lookups"] = [p for g in gathered for p in g]
+                    m["colocated"] = _colocated(mine, args.rows, args.repeats, llc)
+                elif phase == "dense_optimizer":
+                    m["dense_optimizer"] = _dense_optimizer(args.repeats)
+                elif phase == "collectives":
+                    m["collectives"] = _collectives(args.repeats)
+                else:
+                    m.update(_stage_times(world, args.steps, r))
+                phases[phase] = round(phases[phase] + time.perf_counter() - t0, 2)
+            m["loadavg"] = loadavg()
+            rounds.append(m)
         if rank == 0:
             machine["loadavg_end"] = loadavg()
-            extra = {"machine": machine, "phase_s": phases, "colocated": colocated, "llc": llc}
-            write_yaml(args.out, gathered, comm, dense, stage, stage_runs, world, extra)
+            write_yaml(args.out, rounds, world, {"machine": machine, "phase_s": phases, "llc": llc})
         dist.barrier()
     finally:
         dist.destroy_process_group()
@@ -457,55 +473,125 @@ DRAM_NOTE = ("dram = 0: with the grid's near / DRAM bandwidth ratio as the DRAM 
              "and 21%→23% without the id weight, 12%→18% and 17%→20% with it)")
 
 
-def write_yaml(out: str, lookups: list[list[dict]], comm: dict[str, list[dict]], dense: list[dict],
-               stage: dict[str, dict[str, float]], stage_runs: dict, world: int, extra: dict[str, Any],
-               how: str = "") -> None:
-    """Fit every constant from the measurements and write the hardware YAML (the measurements go in its
-    `calibration` block, from which `--refit` fits again)."""
-    from benchmarks.records import git_sha
-
-    pts = [p for rank_points in lookups for p in rank_points]  # every rank's grid: concurrent measurements
-    call_s, bw = _fit_points(pts, "bytes", "fwd_s")
+def fit_round(m: dict[str, Any], llc: int) -> dict[str, Any]:
+    """Every term fitted on one round's measurements `m` (lookups of every rank, colocated, collectives, dense
+    optimizer, TorchRec stage plans): the figures whose medians over rounds the calibration writes."""
+    pts = m["lookups"]  # every rank's grid: concurrent measurements
     for p in pts:
         p["bwd_s"] = p["train_s"] - p["fwd_s"]
+    call_s, bw = _fit_points(pts, "bytes", "fwd_s")
     bwd_call_s, bwd_bw = _fit_points(pts, "bytes", "bwd_s")
-    mult = bw / bwd_bw
+    comm, dense, stage = m["collectives"], m["dense_optimizer"], m["torchrec_stages_s"]
     links = {op: fit_relative(points, "sent_bytes", "secs") for op, points in comm.items()}
     opt_call_s, opt_bw = fit_relative(dense, "bytes", "secs")
-    llc = int(extra["llc"])
-    near = fit_lookup(pts, llc)
-    near_bwd = fit_lookup(pts, llc, "bwd_s")
-    weights = lookup_weights(near, near_bwd)
+    near, near_bwd = fit_lookup(pts, llc), fit_lookup(pts, llc, "bwd_s")
     fits = {"lookup fwd (c + near/bw + DRAM/bw)": (near["median_residual"], near["max_residual"]),
             "lookup bwd+update": (near_bwd["median_residual"], near_bwd["max_residual"]),
             "lookup fwd (c + bytes/bw, no cache)": residual(pts, "bytes", "fwd_s", (call_s, bw)),
             "dense optimizer": residual(dense, "bytes", "secs", (opt_call_s, opt_bw)),
             **{f"gloo {op}": residual(comm[op], "sent_bytes", "secs", links[op]) for op in comm}}
     overhead = stage_overheads(stage)
-    stage_bytes = stage_plan_bytes(world, llc, weights)
-    stage_bw = stage_bandwidths(stage, stage_bytes)
-    other = step_overhead(stage, stage_runs["steps"], stage_runs.get("gaps"))
+    return {"lookup_bandwidth": bw, "lookup_call_s": call_s, "bwd_call_s": bwd_call_s,
+            "bwd_compute_multiplier": bw / bwd_bw, "forward": near, "backward": near_bwd,
+            "lookup_weights": lookup_weights(near, near_bwd),
+            "colocated_slowdown": float(m["colocated"]["slowdown"]),
+            "collectives": {op: {"latency": lat, "bandwidth": b} for op, (lat, b) in links.items()},
+            "optimizer_call_s": opt_call_s, "optimizer_bandwidth": opt_bw, "stage_overhead": overhead,
+            "fixed_tw_s": sum(overhead["base"].values()) + sum(overhead["TW"].values()),
+            "step_overhead": step_overhead(stage, m["torchrec_step_s"], m.get("torchrec_gap_s")),
+            "residuals": {k: {"median": a, "max": b} for k, (a, b) in fits.items()}}
+
+
+def fit_rounds(rounds: list[dict[str, Any]], world: int, llc: int) -> dict[str, Any]:
+    """Each round fitted alone (`fit_round`), then each figure's median over rounds (`median_tree`). Stage
+    bandwidths: the model's bytes of each larger plan, computed once with the median lookup weights (the bytes
+    the model will price with), over each round's stage growth; a stage with no growth in a round counts as
+    infinitely fast there, and is left out (microbenchmark figures used) when that is the median."""
+    fits = [fit_round(m, llc) for m in rounds]
+    med = median_tree(fits)
+    ov = med["stage_overhead"]  # what the model will use: the per-stage medians' sum, not the median of the sums
+    med["fixed_tw_s"] = sum(ov["base"].values()) + sum(ov["TW"].values())
+    stage_bytes = stage_plan_bytes(world, llc, med["lookup_weights"])
+    for f, m in zip(fits, rounds, strict=True):
+        f["stage_bandwidth"] = stage_bandwidths(m["torchrec_stages_s"], stage_bytes)
+    med["stage_bandwidth"] = median_tree([f["stage_bandwidth"] for f in fits], missing=float("inf"))
+    return {"median": med, "rounds": fits, "spread": spread_tree(fits), "stage_bytes": stage_bytes}
+
+
+def _g(x: float) -> str:
+    return f"{x / 1e9:.2f}"
+
+
+def _spread_lines(fit: dict[str, Any]) -> list[str]:
+    """The printed figures: each term's median over rounds and [min–max] over rounds."""
+    med, sp, n = fit["median"], fit["spread"], len(fit["rounds"])
+
+    def term(label: str, path: tuple[str, ...], scale: float, unit: str, digits: int = 2) -> str:
+        m, s = med, sp
+        for k in path:
+            m, s = m.get(k, {}), s.get(k, {})
+        if not isinstance(m, float):
+            return f"{label} —"
+        lo, hi = s if isinstance(s, list) else (m, m)
+        return f"{label} {m * scale:.{digits}f} [{lo * scale:.{digits}f}–{hi * scale:.{digits}f}]{unit}"
+
+    out = [f"per term, median [min–max] over {n} rounds:",
+           "  " + "; ".join([term("lookup bandwidth", ("lookup_bandwidth",), 1e-9, " GB/s"),
+                             term("near-core", ("forward", "near_bandwidth"), 1e-9, " GB/s", 1),
+                             term("per id", ("forward", "id_s"), 1e9, " ns"),
+                             term("per call", ("forward", "call_s"), 1e6, " µs", 0),
+                             term("backward multiplier", ("bwd_compute_multiplier",), 1, ""),
+                             term("backward per id", ("backward", "id_s"), 1e9, " ns"),
+                             term("co-located", ("colocated_slowdown",), 1, "×")]),
+           "  " + "; ".join([term("dense optimizer", ("optimizer_bandwidth",), 1e-9, " GB/s")]
+                            + [term(f"gloo {op}", ("collectives", op, "bandwidth"), 1e-9, " GB/s")
+                               + " " + term("+", ("collectives", op, "latency"), 1e6, " µs", 0)
+                               for op in med.get("collectives", {})]),
+           "  " + "; ".join([term("fixed per step of a TW plan", ("fixed_tw_s",), 1e3, " ms"),
+                             term("outside the stages", ("step_overhead",), 1e3, " ms")])]
+    for kind, stages in med.get("stage_bandwidth", {}).items():
+        out.append(f"  stage bandwidth {kind}: " + ", ".join(
+            term(s, ("stage_bandwidth", kind, s), 1e-9, " GB/s", 3) for s in stages))
+    return out
+
+
+def write_yaml(out: str, rounds: list[dict[str, Any]], world: int, extra: dict[str, Any], how: str = "") -> None:
+    """Fit every constant from each round's measurements, take each figure's median over rounds (`fit_rounds`)
+    and write the hardware YAML (the measurements and per-round fits go in its `calibration` block, from which
+    `--refit` fits again)."""
+    from benchmarks.records import git_sha
+
+    llc = int(extra["llc"])
+    fit = fit_rounds(rounds, world, llc)
+    med = fit["median"]
+    bw, mult, opt_bw = med["lookup_bandwidth"], med["bwd_compute_multiplier"], med["optimizer_bandwidth"]
+    links = {op: (v["latency"], v["bandwidth"]) for op, v in med["collectives"].items()}
+    overhead, stage_bw, other = med["stage_overhead"], med["stage_bandwidth"], med["step_overhead"]
+    near, near_bwd, weights = med["forward"], med["backward"], med["lookup_weights"]
+    fits = {k: (v["median"], v["max"]) for k, v in med["residuals"].items()}
+    n = len(rounds)
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     date = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     host = socket.gethostname()
     how = how or f"benchmarks.calibrate on {host}, {date}, git {git_sha()}, {world} gloo ranks measuring at once"
+    per = f"median over {n} interleaved rounds of the fit of each round alone"
     a2a_lat, a2a_bw = links["all_to_all"]
     data = {
         "name": f"calibrated_{extra['machine'].get('host', host)}", "device": "cpu", "num_hosts": 1,
         "ranks_per_host": world, "reserved_fraction": 0.15, "bwd_compute_multiplier": round(mult, 3),
         "tiers": [{"name": "ddr", "capacity": float(mem // world), "bandwidth": bw,
-                   "source": f"{how}: 1/slope of the least-squares line FBGEMM TBE forward time = c + bytes/bw "
-                             f"over rows of {[d * 4 for d in DIMS]} B × tables of {list(LLC_MULTIPLES)} × the LLC "
-                             f"× {list(ACCESS)} access × B {list(BATCHES)}, 16 ids/bag (grid below; "
-                             f"c = {call_s * 1e6:.0f} µs per call); "
+                   "source": f"{how}: {per} of 1/slope of the least-squares line FBGEMM TBE forward time = c + "
+                             f"bytes/bw over rows of {[d * 4 for d in DIMS]} B × tables of {list(LLC_MULTIPLES)} × "
+                             f"the LLC × {list(ACCESS)} access × B {list(BATCHES)}, 16 ids/bag (grid below; "
+                             f"c = {med['lookup_call_s'] * 1e6:.0f} µs per call); "
                              "capacity = physical memory / ranks"}],
         "intra_host": {"bandwidth": a2a_bw, "latency": a2a_lat,
-                       "source": f"{how}: fit of gloo all_to_all_single time = latency + sent/bw, 4 KiB-4 MiB"},
+                       "source": f"{how}: {per} of gloo all_to_all_single time = latency + sent/bw, 4 KiB-4 MiB"},
         "inter_host": {"bandwidth": 1.25e9, "latency": 50e-6,
                        "source": "not measured (one host): assumed 10 Gb/s Ethernet, as conf/hardware/dev_2core"},
         "collectives": {op: {"bandwidth": b, "latency": lat,
-                             "source": f"{how}: relative least squares of gloo {op} time = latency + bytes sent "
-                                       "per rank / bw, 4 KiB-4 MiB per rank (points below)"}
+                             "source": f"{how}: {per} of the relative least squares of gloo {op} time = latency "
+                                       "+ bytes sent per rank / bw, 4 KiB-4 MiB per rank (points below)"}
                         for op, (lat, b) in links.items()},
         "stage_overhead": overhead,
         "optimizer_bandwidth": opt_bw,
@@ -515,19 +601,24 @@ def write_yaml(out: str, lookups: list[list[dict]], comm: dict[str, list[dict]],
         "lookup_weights": weights,
         "machine": extra["machine"],
         "lookup_model": {"llc_bytes": llc, "forward": near, "backward": near_bwd,
-                         "colocated_slowdown": round(float(extra["colocated"]["slowdown"]), 3),
-                         "source": f"{how}: non-negative least squares of TBE time = c + bytes near the core / bw "
-                                   "+ row bytes from DRAM / bw (a row is in the LLC with the probability of a hot "
-                                   "set of the LLC's size) over the lookup grid below; colocated_slowdown = the "
-                                   "largest DRAM-bound forward with every rank busy / rank 0 alone"},
+                         "colocated_slowdown": round(float(med["colocated_slowdown"]), 3),
+                         "source": f"{how}: {per} of the non-negative least squares of TBE time = c + bytes near "
+                                   "the core / bw + row bytes from DRAM / bw (a row is in the LLC with the "
+                                   "probability of a hot set of the LLC's size) over the lookup grid below; "
+                                   "colocated_slowdown = the largest DRAM-bound forward with every rank busy / "
+                                   "rank 0 alone"},
         "fit_residuals": {k: {"median": round(a, 4), "max": round(b, 4)} for k, (a, b) in fits.items()},
         "sources": {"provenance": how, "date": date,
+                    "rounds": f"{n} rounds; each runs every microbenchmark once, in an order rotated by one per "
+                              "round; every term is fitted on each round alone and the figure written is its "
+                              "median over rounds (spread: calibration.term_spread, per-round fits: "
+                              "calibration.round_fits; fit_residuals: medians over rounds)",
                     "step_overhead": "median over the tiny plans of the mean over ranks of (a rank's uninstrumented "
                                      "step median − the sum of its stage medians): loss, dense backward, "
                                      "framework",
                     "bwd_compute_multiplier": "slope of TBE (fwd+bwd with fused row-wise Adagrad − fwd) time over "
                                               "bytes / slope of fwd time, same grid "
-                                              f"(backward per-call cost {bwd_call_s * 1e6:.0f} µs)",
+                                              f"(backward per-call cost {med['bwd_call_s'] * 1e6:.0f} µs)",
                     "llc_bytes": "the last-level cache (sysfs), shared by the host's tables in proportion to their "
                                  "bytes (sharding.cost.CostModel.llc_miss)",
                     "lookup_weights": "per lookup stage, from lookup_model's forward and backward fits: id_bytes "
@@ -535,17 +626,15 @@ def write_yaml(out: str, lookups: list[list[dict]], comm: dict[str, list[dict]],
                     "stage_overhead": "TorchRec stage medians (max over ranks) on tiny tables, bytes ≈ 0: base = "
                                       "TW + RW − (TW+RW), type = type − base, clamped at 0",
                     "stage_bandwidth": f"per type and stage: modelled bytes of a larger plan ({2 * world} tables "
-                                       f"{BIG}, DP: dp_rows; ids and row bytes that miss the LLC weighted by lookup_weights) "
-                                       "/ (its stage median − the tiny plan's), both measured in the same "
-                                       "interleaved rounds (bytes and per-round medians below); missing: no "
-                                       "growth measured, microbenchmark figures used",
+                                       f"{BIG}, DP: dp_rows; ids and row bytes that miss the LLC weighted by "
+                                       "lookup_weights) / (its stage median − the tiny plan's), both measured in "
+                                       "the same round (bytes below); missing: no growth measured in most "
+                                       "rounds, microbenchmark figures used",
                     "optimizer_bandwidth": "1/slope of the relative least squares of TorchRec RowWiseAdagrad step "
                                            f"time = c + parameter bytes/bw on dense (rows, 64) fp32 tables "
-                                           f"(c = {opt_call_s * 1e6:.0f} µs)"},
-        "calibration": {"phase_s": extra["phase_s"], "colocated": extra["colocated"], "lookups": pts,
-                        "collectives": comm, "dense_optimizer": dense, "torchrec_stages_s": stage,
-                        "torchrec_stage_bytes": stage_bytes, "torchrec_stage_rounds_s": stage_runs["rounds"],
-                        "torchrec_step_s": stage_runs["steps"], "torchrec_gap_s": stage_runs.get("gaps", {})},
+                                           f"(c = {med['optimizer_call_s'] * 1e6:.0f} µs)"},
+        "calibration": {"phase_s": extra["phase_s"], "rounds": rounds, "round_fits": fit["rounds"],
+                        "term_spread": fit["spread"], "torchrec_stage_bytes": fit["stage_bytes"]},
     }
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -555,19 +644,30 @@ def write_yaml(out: str, lookups: list[list[dict]], comm: dict[str, list[dict]],
         f.write(f"# Fitted by {how}.\n")
         yaml.safe_dump(data, f, sort_keys=False, width=115, allow_unicode=True)
     os.replace(tmp, path)
-    fixed = sum(overhead["base"].values()) + sum(overhead["TW"].values())
-    print("fit residuals, |fitted − measured| / measured (median, max): " + "; ".join(
+    print(f"fit residuals, |fitted − measured| / measured (median, max; medians over {n} rounds): " + "; ".join(
         f"{k} {100 * a:.0f}%, {100 * b:.0f}%" for k, (a, b) in fits.items()))
+    print("\n".join(_spread_lines(fit)))
     print(f"lookups: near-core {near['near_bandwidth'] / 1e9:.1f} GB/s, DRAM {near['dram_bandwidth'] / 1e9:.1f} GB/s "
           f"extra + {near['id_s'] * 1e9:.2f} ns per id + {near['call_s'] * 1e6:.0f} µs per call (backward: "
           f"{near_bwd['near_bandwidth'] / 1e9:.1f}, {near_bwd['dram_bandwidth'] / 1e9:.1f} GB/s, "
-          f"{near_bwd['id_s'] * 1e9:.2f} ns, {near_bwd['call_s'] * 1e6:.0f} µs; LLC {llc / 2**20:.0f} MiB); co-located ranks "
-          f"{extra['colocated']['slowdown']:.2f}× slower than one alone; phases (s) {extra['phase_s']}; load "
-          f"{extra['machine'].get('loadavg')} → {extra['machine'].get('loadavg_end')}")
-    print(f"lookup bandwidth {bw / 1e9:.2f} GB/s, backward multiplier {mult:.2f}, dense optimizer "
-          f"{opt_bw / 1e9:.2f} GB/s, gloo " + ", ".join(f"{op} {lat * 1e6:.0f} µs + {b / 1e9:.2f} GB/s"
-                                                   for op, (lat, b) in links.items())
-          + f"; fixed per step of a TW plan {fixed * 1e3:.2f} ms, outside the stages {other * 1e3:.2f} ms -> {path}")
+          f"{near_bwd['id_s'] * 1e9:.2f} ns, {near_bwd['call_s'] * 1e6:.0f} µs; LLC {llc / 2**20:.0f} MiB); "
+          f"phases (s, summed over rounds) {extra['phase_s']}; load {extra['machine'].get('loadavg')} → "
+          f"{extra['machine'].get('loadavg_end')}")
+    print(f"lookup bandwidth {_g(bw)} GB/s, backward multiplier {mult:.2f}, dense optimizer "
+          f"{_g(opt_bw)} GB/s, gloo " + ", ".join(f"{op} {lat * 1e6:.0f} µs + {_g(b)} GB/s"
+                                                 for op, (lat, b) in links.items())
+          + f"; fixed per step of a TW plan {med['fixed_tw_s'] * 1e3:.2f} ms, outside the stages {other * 1e3:.2f} ms "
+          f"({per}) -> {path}")
+
+
+def stored_rounds(cal: dict[str, Any]) -> list[dict[str, Any]]:
+    """A calibrated file's measurements as rounds: its `rounds`, or (files written before rounds) one round of
+    its stored medians, which refits as those files were fitted."""
+    if cal.get("rounds"):
+        return cal["rounds"]
+    return [{"lookups": cal["lookups"], "colocated": cal["colocated"], "collectives": cal["collectives"],
+             "dense_optimizer": cal["dense_optimizer"], "torchrec_stages_s": cal["torchrec_stages_s"],
+             "torchrec_step_s": cal["torchrec_step_s"], "torchrec_gap_s": cal.get("torchrec_gap_s") or {}}]
 
 
 def refit(src: str, out: str) -> None:
@@ -575,13 +675,9 @@ def refit(src: str, out: str) -> None:
     write the result to `out`: nothing is measured."""
     data = yaml.safe_load(Path(src).read_text())
     cal = data["calibration"]
-    extra = {"machine": data["machine"], "phase_s": cal["phase_s"], "colocated": cal["colocated"],
-             "llc": data["lookup_model"]["llc_bytes"]}
+    extra = {"machine": data["machine"], "phase_s": cal["phase_s"], "llc": data["lookup_model"]["llc_bytes"]}
     how = f"{data['sources']['provenance']}; refitted from {src} on {time.strftime('%Y-%m-%dT%H:%M:%S%z')}"
-    write_yaml(out, [cal["lookups"]], cal["collectives"], cal["dense_optimizer"], cal["torchrec_stages_s"],
-               {"rounds": cal["torchrec_stage_rounds_s"], "steps": cal["torchrec_step_s"],
-                "gaps": cal.get("torchrec_gap_s") or {}},
-               int(data["ranks_per_host"]), extra, how)
+    write_yaml(out, stored_rounds(cal), int(data["ranks_per_host"]), extra, how)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -590,9 +686,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--world-size", type=int, default=2)
     p.add_argument("--rows", type=int, default=None,
                    help="cap on the rows of each lookup table (default: tables of 0.25 and 8 × the LLC)")
-    p.add_argument("--repeats", type=int, default=20)
-    p.add_argument("--rounds", type=int, default=4,
-                   help="interleaved rounds of the TorchRec stage plans (4: about 2 min in all for 2 ranks)")
+    p.add_argument("--repeats", type=int, default=REPEATS, help="timed calls per microbenchmark point per round")
+    p.add_argument("--steps", type=int, default=STAGE_STEPS, help="timed steps of each TorchRec stage plan per "
+                   "round (validate-cost's default --repeats)")
+    p.add_argument("--rounds", type=int, default=ROUNDS,
+                   help="interleaved rounds, each running every microbenchmark once and fitted alone; the "
+                        "figures written are medians over rounds")
     p.add_argument("--timeout", type=float, default=300.0, help="collective timeout (s)")
     p.add_argument("--refit", default="", metavar="YAML", help="fit a calibrated file's stored measurements "
                    "again with this version's model and write --out; measures nothing")
@@ -607,7 +706,8 @@ def _refit_main(src: str, out: str) -> int:
         data = yaml.safe_load(Path(src).read_text())
         cal = data.get("calibration") if isinstance(data, dict) else None
         need = ("lookups", "collectives", "dense_optimizer", "torchrec_stages_s", "torchrec_step_s")
-        if not isinstance(cal, dict) or any(k not in cal for k in need) or "lookup_model" not in data:
+        if (not isinstance(cal, dict) or "lookup_model" not in data
+                or not (cal.get("rounds") or all(k in cal for k in need))):
             raise ValueError("it holds no calibration measurements (a file `dlrmbench calibrate` wrote has a "
                              "`calibration` block and a `lookup_model`)")
     except (OSError, ValueError, yaml.YAMLError) as e:
@@ -622,9 +722,11 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "calibrate":
         argv = argv[1:]
     args = _parser().parse_args(argv)
-    if args.world_size < 2 or (args.rows is not None and args.rows < 1000) or args.repeats < 1 or args.rounds < 1 or not 0 < args.timeout <= 7 * 86400:
+    if (args.world_size < 2 or (args.rows is not None and args.rows < 1000) or args.repeats < 1 or args.rounds < 1
+            or args.steps < 1 or not 0 < args.timeout <= 7 * 86400):
         print("dlrmbench calibrate: error: needs --world-size ≥ 2, --rows ≥ 1000, --repeats ≥ 1, --rounds ≥ 1, "
-              f"0 < --timeout ≤ 604800 s; got {args.world_size}, {args.rows}, {args.repeats}, {args.rounds}, "
+              f"--steps ≥ 1, 0 < --timeout ≤ 604800 s; got {args.world_size}, {args.rows}, {args.repeats}, "
+              f"{args.rounds}, {args.steps}, "
               f"{args.timeout}", file=sys.stderr)
         return 2
     if args.refit:

@@ -93,16 +93,27 @@ def _ours_rank(record: dict, rank: int) -> float | None:
     return 1e3 * (float(r.get("elapsed_s", r["total_s"])) - float(r.get("other_s", 0.0)))  # embedding stages
 
 
-def _plan_dict(record: dict) -> dict | None:
+def _plan_dict(record: dict, base: Path | None = None) -> dict | None:
+    """The plan file a case record names. A relative path is relative to where that run was started, so when it
+    is not found from here it is looked up beside the records file (`base`: its folder and the folder above,
+    e.g. run/ for run/results/records.jsonl)."""
     f = record.get("plan", {}).get("file")
-    try:
-        return json.loads(Path(f).read_text()) if f else None
-    except (OSError, json.JSONDecodeError):
+    if not f:
         return None
+    tries = [Path(f)]
+    if base is not None and not Path(f).is_absolute():
+        tries += [base / f, base.parent / f]
+    for p in tries:
+        try:
+            return json.loads(p.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+    return None
 
 
-def merge_rounds(rounds: list[list[dict]]) -> list[dict]:
-    """One summary per case: median over rounds of the measured step and per-rank embedding times."""
+def merge_rounds(rounds: list[list[dict]], base: Path | None = None) -> list[dict]:
+    """One summary per case: median over rounds of the measured step and per-rank embedding times (plan files
+    looked up as `_plan_dict` does)."""
     by_case: dict[str, list[dict]] = {}
     for recs in rounds:
         for r in recs:
@@ -122,7 +133,7 @@ def merge_rounds(rounds: list[list[dict]]) -> list[dict]:
                     "rank_torchrec": rank_values(first, "torchrec_predicted_rank_time") or None,
                     "stages": {k: float(np.median([max(rank_values(r, k) or [0.0]) for r in recs]))
                                for k in MEASURED_STAGES},
-                    "world": int(first.get("world_size", len(ranks[0]))), "plan_dict": _plan_dict(first)})
+                    "world": int(first.get("world_size", len(ranks[0]))), "plan_dict": _plan_dict(first, base)})
     return out
 
 
@@ -334,7 +345,12 @@ def _rescore(records: str, run_id: str, hw: str, model: dict | None, model_path:
     except (InputError, OSError) as e:
         print(f"dlrmbench validate-cost: error: {one_line(e)}", file=sys.stderr)
         return 2
-    cases = merge_rounds(per_round)
+    cases = merge_rounds(per_round, Path(records).resolve().parent)
+    lost = [c["case"] for c in cases if not c.get("plan_dict")]
+    if lost:  # their recorded predictions stay: say so, or a rescore on another calibration would look unmoved
+        print(f"warning: {len(lost)} of {len(cases)} cases' plan files were not found (e.g. "
+              f"{lost[0].replace(':', '/')}): they keep the predictions recorded when they were measured",
+              file=sys.stderr)
     overrides = {c["case"]: WORKLOADS[c["case"].split(":")[0]] for c in cases}
     analytic_predictions(cases, overrides, hw)
     if model is not None:

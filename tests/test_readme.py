@@ -38,7 +38,7 @@ TINY = ("workload.max_rows=20000 workload.batch_size=64 workload.num_batches=2 b
 TRACE = "dlrmbench trace write day0.pt.gz workload=smoke workload.num_batches=8"  # 8 × 512 = 4096 samples
 TIMED = "--rounds 3 --repeats 1"
 COLLECT_TINY = "--families 2 --lookups 2 --repeats 2 --plans greedy_size,all_rw,all_cw,one_rank"
-CALIBRATE_TINY = "--rows 2000 --repeats 2 --rounds 1"
+CALIBRATE_TINY = "--rows 2000 --repeats 2 --steps 2 --rounds 1"
 SERVE_TINY = ("serving.loadgen.min_query_count=40 serving.loadgen.min_duration_ms=300 serving.max_rows=20000 "
               "serving.loadgen.percentile=90")
 SEARCH_TINY = ("serving.search.bisection_steps=1 serving.search.bracket_runs=2 serving.search.max_settings=1 "
@@ -111,7 +111,7 @@ RUNS: dict[str, Run] = {
     "dlrmbench dist workload=smoke dist.plan=ours": Run(extra="dist.warmup=1 dist.repeats=2", slow=True),
     "dlrmbench dist +dist=dlrm dist.world_size=4 dist.verify=true workload.max_rows=100000":
         Run(extra="workload.batch_size=64 workload.num_batches=2 dist.warmup=1 dist.repeats=2", slow=True),
-    "dlrmbench calibrate": Run(extra="--rows 2000 --repeats 2 --rounds 2", slow=True),
+    "dlrmbench calibrate": Run(extra="--rows 2000 --repeats 2 --steps 2 --rounds 2", slow=True),
     "dlrmbench validate-cost": Run(extra="--quick --repeats 2", slow=True),
     "dlrmbench compare-plans workload=rm2 workload.max_rows=200000":
         Run(extra="--quick workload.max_rows=20000 workload.batch_size=64 workload.num_batches=2", slow=True),

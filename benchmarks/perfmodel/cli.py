@@ -105,9 +105,12 @@ def _collect(a: argparse.Namespace) -> int:
 
 def _print_eval(model: dict) -> None:
     for kind, ev in model.get("heldout", {}).items():
+        on = ev.get("analytic_on")  # lookups: the analytic model prices one backend's kernel
+        only = f"; {on} records only, {ev['priced_records']} of them" if on else ""
+        also = f"; on the {on} ones {100 * ev['learned_priced']['median']:.0f}%" if on else ""
         print(f"{kind}: held-out |error| median analytic {100 * ev['analytic']['median']:.0f}% (p90 "
-              f"{100 * ev['analytic']['p90']:.0f}%), learned {100 * ev['learned']['median']:.0f}% (p90 "
-              f"{100 * ev['learned']['p90']:.0f}%); {ev['train_records']} training, {ev['heldout_records']} "
+              f"{100 * ev['analytic']['p90']:.0f}%{only}), learned {100 * ev['learned']['median']:.0f}% (p90 "
+              f"{100 * ev['learned']['p90']:.0f}%{also}); {ev['train_records']} training, {ev['heldout_records']} "
               "held-out records (held out: whole families)")
     for kind, imp in model.get("importance", {}).items():
         if imp:

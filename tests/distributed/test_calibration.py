@@ -135,3 +135,72 @@ def test_refit_of_a_file_without_measurements_is_one_line(content, message, tmp_
     assert calibrate.main(["--refit", str(src), "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1 and not out.exists()
+
+
+def _round(scale: float, stage_big: float = 1e-3) -> dict:
+    """One round's measurements, made up: every time × `scale` (a round under a burst of load: scale > 1)."""
+    pts = _grid()
+    for p in pts:
+        ids, near, dram = calibrate.lookup_terms(p, LLC)
+        t = 30e-6 + ids * 2e-9 + near / 100e9
+        p.update(fwd_s=scale * t, train_s=scale * 2 * t, bytes=near)
+    comm = {op: [{"sent_bytes": b, "bytes_per_rank": b, "secs": scale * (1e-4 + b / 1e9)} for b in (4e3, 6e4, 1e6, 4e6)]
+            for op in ("all_to_all", "reduce_scatter", "all_gather", "all_reduce")}
+    dense = [{"rows": r, "bytes": r * 256, "secs": scale * (5e-5 + r * 256 / 2e9)} for r in calibrate.DENSE_ROWS]
+    stages = {k: {s: scale * 1e-4 for s in calibrate.STAGE_KEYS} for k in calibrate.OVERHEAD_PLANS}
+    stages.update({f"{k}:big": {s: scale * stage_big for s in calibrate.STAGE_KEYS}
+                   for k in ("TW", "RW", "CW", "TWRW", "DP")})
+    return {"lookups": pts, "colocated": {"slowdown": 1.1 * scale}, "collectives": comm, "dense_optimizer": dense,
+            "torchrec_stages_s": stages, "torchrec_step_s": {k: scale * 2e-3 for k in stages},
+            "torchrec_gap_s": {k: scale * 1.4e-3 for k in stages}}
+
+
+def test_each_figure_is_the_median_of_per_round_fits_so_one_loaded_round_does_not_move_it() -> None:
+    quiet = calibrate.fit_rounds([_round(1.0)], 2, LLC)["median"]
+    fit = calibrate.fit_rounds([_round(1.0), _round(3.0), _round(1.0), _round(1.0), _round(1.0)], 2, LLC)
+    med, spread = fit["median"], fit["spread"]
+    assert med["lookup_bandwidth"] == pytest.approx(quiet["lookup_bandwidth"], rel=1e-6)
+    assert med["forward"]["id_s"] == pytest.approx(2e-9, rel=1e-3)
+    assert med["optimizer_bandwidth"] == pytest.approx(2e9, rel=1e-6)
+    assert med["collectives"]["all_to_all"]["bandwidth"] == pytest.approx(1e9, rel=1e-6)
+    assert med["step_overhead"] == pytest.approx(1.4e-3) and med["fixed_tw_s"] == pytest.approx(quiet["fixed_tw_s"])
+    assert med["stage_bandwidth"]["TW"]["lookup"] == pytest.approx(quiet["stage_bandwidth"]["TW"]["lookup"])
+    # the loaded round shows in the spread (3× the time: a third of the bandwidth), not in the figure
+    lo, hi = spread["optimizer_bandwidth"]
+    assert lo == pytest.approx(2e9 / 3, rel=1e-6) and hi == pytest.approx(2e9, rel=1e-6)
+    assert spread["step_overhead"][1] == pytest.approx(3 * 1.4e-3) and len(fit["rounds"]) == 5
+
+
+def test_a_stage_with_no_growth_in_most_rounds_is_left_to_the_microbenchmarks() -> None:
+    flat = _round(1.0, stage_big=1e-4)  # the larger plan no slower than the tiny one: no bandwidth measured
+    fit = calibrate.fit_rounds([flat, flat, _round(1.0)], 2, LLC)["median"]
+    assert "TW" not in fit["stage_bandwidth"]
+    fit = calibrate.fit_rounds([_round(1.0), _round(1.0), flat], 2, LLC)["median"]
+    assert fit["stage_bandwidth"]["TW"]["lookup"] > 0
+
+
+def test_median_tree_and_spread_over_rounds() -> None:
+    from benchmarks.calibration_rounds import median_tree, relative_spread, rotated, spread_tree
+
+    trees = [{"a": 1.0, "b": {"c": 4.0}}, {"a": 9.0, "b": {"c": 2.0}}, {"a": 2.0, "b": {"c": 3.0, "d": 1.0}}]
+    assert median_tree(trees) == {"a": 2.0, "b": {"c": 3.0, "d": 1.0}}
+    assert median_tree(trees, missing=float("inf")) == {"a": 2.0, "b": {"c": 3.0}}
+    assert spread_tree(trees) == {"a": [1.0, 9.0], "b": {"c": [2.0, 4.0], "d": [1.0, 1.0]}}
+    assert rotated(("x", "y", "z"), 4) == ["y", "z", "x"] and relative_spread([1.0, 2.0, 3.0]) == pytest.approx(1.0)
+
+
+def test_refit_of_a_file_with_rounds_fits_each_round(tmp_path, capsys) -> None:
+    from sharding.topology import load_topology
+
+    src, out = tmp_path / "cal.yaml", tmp_path / "refit.yaml"
+    data = {"ranks_per_host": 2, "machine": {"cpu_model": "x", "cores": 2, "host": "h"},
+            "lookup_model": {"llc_bytes": LLC}, "sources": {"provenance": "made up"},
+            "calibration": {"phase_s": {}, "rounds": [_round(1.0), _round(5.0), _round(1.0)]}}
+    src.write_text(yaml.safe_dump(data))
+    assert calibrate.main(["--refit", str(src), "--out", str(out)]) == 0
+    topo = load_topology(str(out))
+    assert topo.optimizer_bandwidth == pytest.approx(2e9, rel=1e-6) and topo.step_overhead == pytest.approx(1.4e-3)
+    stored = yaml.safe_load(out.read_text())["calibration"]
+    assert len(stored["round_fits"]) == 3 and stored["term_spread"]["optimizer_bandwidth"][0] == pytest.approx(4e8)
+    printed = capsys.readouterr().out
+    assert "median [min–max] over 3 rounds" in printed and "outside the stages 1.40 [1.40–7.00] ms" in printed

@@ -45,7 +45,7 @@ def test_calibration_writes_a_config_that_loads(tmp_path) -> None:
     import yaml
 
     out = tmp_path / "hw.yaml"
-    assert calibrate.main(["--out", str(out), "--rows", "2000", "--repeats", "2", "--rounds", "1"]) == 0
+    assert calibrate.main(["--out", str(out), "--rows", "2000", "--repeats", "2", "--steps", "2", "--rounds", "1"]) == 0
     data = yaml.safe_load(out.read_text())
     assert data["machine"]["cores"] >= 1 and data["machine"]["copy_bandwidth"] > 0 and data["machine"]["loadavg"]
     assert data["lookup_model"]["forward"]["near_bandwidth"] > 0 and data["lookup_model"]["colocated_slowdown"] > 0

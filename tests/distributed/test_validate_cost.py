@@ -80,8 +80,9 @@ def test_collection_can_start_at_another_family() -> None:
     assert [s for _, s, _ in keys] == [100, 101] and keys[0][0] == "step/100/all_rw/w2"
 
 
-def _measured_run(tmp_path) -> str:
-    """A records file as validate-cost leaves it: one case measured in two jobs, then the validation record."""
+def _measured_run(tmp_path, plan_file: str = "") -> str:
+    """A records file as validate-cost leaves it: one case measured in two jobs, then the validation record (the
+    plan file named as `plan_file`, default its absolute path)."""
     import json
 
     from benchmarks.perfmodel.cases import build_plan
@@ -95,7 +96,7 @@ def _measured_run(tmp_path) -> str:
         metrics += [{"name": k, "value": v, "rank": r} for r in (0, 1) for k, v in
                     [("embedding_time", 6.0), *stages.items()]]
         recs.append({"run_id": run_id, "kind": "distributed", "case": "small4:all_rw:w2", "world_size": 2,
-                     "plan": {"sharding_types": {"RW": 4}, "file": str(tmp_path / "plan.json")},
+                     "plan": {"sharding_types": {"RW": 4}, "file": plan_file or str(tmp_path / "plan.json")},
                      "metrics": metrics})
     recs.append({"run_id": "v", "time": "t", "kind": "validation", "config": {"quick": False, "hardware": "x"},
                  "case_run_ids": ["j1", "j2"], "loadavg": [[1.0, 1.0, 1.0]]})
@@ -115,6 +116,21 @@ def test_rescore_prices_an_earlier_runs_measurements_on_another_calibration(tmp_
     assert "rescored: validate-cost run v" in out and "per part, over the cases" in out
     assert validate_cost.main(["--rescore", "nope", "--records", records, "--model", "none"]) == 2
     assert "--rescore 'nope'" in capsys.readouterr().err
+
+
+def test_rescore_from_elsewhere_finds_plan_files_named_relative_to_the_run(tmp_path, monkeypatch, capsys) -> None:
+    run = tmp_path / "run"
+    (run / "results").mkdir(parents=True)
+    records = _measured_run(run / "results", plan_file="results/plan.json")  # as a run started in run/ names it
+    monkeypatch.chdir(tmp_path)
+    assert validate_cost.main(["--rescore", "latest", "--records", records, "--hardware", "dev_2core",
+                               "--model", "none"]) == 0
+    out, err = capsys.readouterr()
+    row = next(line for line in out.splitlines() if line.startswith("| small4/all_rw/w2 |"))
+    assert float(row.split("|")[5]) != 1.0 and "not found" not in err  # priced again, not the recorded 1.0
+    (run / "results" / "plan.json").unlink()
+    assert validate_cost.main(["--rescore", "latest", "--records", records, "--model", "none"]) == 0
+    assert "1 of 1 cases' plan files were not found" in capsys.readouterr().err
 
 
 def test_compare_plans_rounds_pair_each_plan_with_ours_within_a_round():

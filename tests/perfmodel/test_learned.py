@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from benchmarks.perfmodel import collect
+from benchmarks.perfmodel import train as train_mod
 from benchmarks.perfmodel.cases import build_plan, family
 from benchmarks.perfmodel.cli import main as perfmodel_main
 from benchmarks.perfmodel.train import GBT, case_model, export_trees, read_records, train
@@ -193,3 +194,32 @@ def test_evaluating_on_another_machines_records_warns_and_scores_steps_and_ranks
     assert "cores 2" in out and "(the records' machine)" in out
     scores = json.loads(out.strip().splitlines()[-1])
     assert {"step_learned_median", "rank_learned_median", "step_analytic_p90"} <= set(scores)
+
+
+def _lookup_records() -> tuple[list[dict], LookupModel]:
+    """FBGEMM records that take the calibration fit's time / 1.25 (a process alone), torch ones 5× faster."""
+    from benchmarks.perfmodel.collect import lookup_family
+
+    lm = LookupModel(call_s=50e-6, near_bandwidth=50e9, dram_bandwidth=20e9, colocated=1.25, id_s=3e-9)
+    recs = []
+    for seed in range(20):
+        p = lookup_family(seed)
+        ids = p["batch"] * p["pooling"]
+        for backend in ("fbgemm", "torch"):
+            r = {"key": f"lookup/{seed}/{backend}", "kind": "lookup", "backend": backend, **p, "ids": ids,
+                 "unique_rows": ids}
+            fit = train_mod.lookup_price(r, lm) * lm.colocated  # the fit as calibrated: every rank busy
+            r["fwd_s"] = fit / lm.colocated if backend == "fbgemm" else fit / 5
+            recs.append(r)
+    return recs, lm
+
+
+def test_analytic_lookup_error_prices_fbgemm_alone_and_leaves_torch_to_the_trees() -> None:
+    recs, lm = _lookup_records()
+    x, y, groups, priced = train_mod.lookup_table(recs, lm)
+    assert priced.sum() == 20 and np.allclose(y[priced], 0.0)  # FBGEMM alone: the fit / the co-located slowdown
+    ev = train_mod.evaluate_split(x, y, groups, train_mod.LOOKUP_FEATURES, priced)
+    assert ev["analytic"]["median"] < 1e-9 and ev["analytic_on"] == "fbgemm"
+    assert ev["priced_records"] == ev["heldout_records"] // 2
+    everything = train_mod.evaluate_split(x, y, groups, train_mod.LOOKUP_FEATURES)  # torch's 5× in the median
+    assert everything["analytic"]["median"] > 0.5

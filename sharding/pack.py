@@ -26,8 +26,8 @@ from embedding.spec import TableSpec
 from sharding.layouts import column_splits, row_ranges, row_sizes, table_plan
 from sharding.lns import loads_of
 from sharding.plan import ShardingPlan, ShardingType
-from sharding.search import _TOL, HOT_RANKS, STYPES, Loads, Piece, Resources, _better, local_search
-from sharding.search_kernels import place_cut
+from sharding.search import _TOL, HOT_RANKS, STYPES, Loads, Piece, Resources, local_search
+from sharding.search_kernels import better, place_cut
 
 __all__ = ["Builder", "NoFit", "repolish", "retype", "Option", "RETYPE_ROUNDS"]
 
@@ -419,7 +419,7 @@ def retype(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, 
                 if p.st == TW:
                     state.take(a, TW, p.vec, p.mem)
                     found = _try_split(state, shard, t, j0)
-                    if found is not None and _better(*found[0], 0.0, j0, s0):
+                    if found is not None and better(*found[0], 0.0, j0, s0):
                         _, st, ranks, new = found
                         _apply(state, shard, t, st, ranks)
                         pieces = [q for q in pieces if q is not p] + new
@@ -433,7 +433,7 @@ def retype(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, 
                     ranks = _place_new(state, TW, v, m, 1)
                     if ranks is not None:
                         _refresh_const(state)
-                        if _better(*state.objective(), 0.0, j0, s0):
+                        if better(*state.objective(), 0.0, j0, s0):
                             pieces = [q for q in pieces if q.table != p.table] + [Piece(t.name, TW, v, m, ranks[0])]
                             layout[t.name] = (TW, [])
                             done = True
@@ -463,7 +463,7 @@ def _unreplicate(state: Loads, pieces: list[Piece], layout: Layout, tables: dict
         snap = _snapshot(state)
         state.take_ranks(slice(0, w), DP, v, m)  # every replica off
         _refresh_const(state)
-        if not _better(*state.objective(), 0.0, j0, s0):  # placing the table again only adds: no gain possible
+        if not better(*state.objective(), 0.0, j0, s0):  # placing the table again only adds: no gain possible
             _restore(state, snap)
             continue
         best = None
@@ -485,7 +485,7 @@ def _unreplicate(state: Loads, pieces: list[Piece], layout: Layout, tables: dict
             if best is None or score < best[0]:
                 best = (score, TW, ranks, [Piece(t.name, TW, tv, tm, ranks[0])])
         _restore(state, inner)
-        if best is not None and _better(*best[0], 0.0, j0, s0):
+        if best is not None and better(*best[0], 0.0, j0, s0):
             _, st, ranks, new = best
             _apply(state, shard, t, st, ranks)
             layout[name] = (st, [] if st in (TW, CW) else ranks)

@@ -273,16 +273,6 @@ def best_of(j: np.ndarray, s: np.ndarray, q: np.ndarray, ok: np.ndarray) -> int:
     return int(np.argmin(np.where(cand, q, np.inf)))
 
 
-def _better(j: float, s: float, q: float, j0: float, s0: float) -> bool:
-    if j < j0 * (1 - _TOL) - _TOL:
-        return True
-    if j > j0 * (1 + _TOL) + _TOL:
-        return False
-    if s < s0 * (1 - _TOL) - _TOL:
-        return True
-    return s <= s0 * (1 + _TOL) + _TOL and q < -_TOL * max(abs(j0), 1e-30) ** 2
-
-
 def local_search(state: Loads, pieces: list[Piece], max_iters: int) -> int:
     """Moves, then swaps, of pieces on the ranks that hold some row's maximum, first improvement of
     (J, secondary, Σ L²); a table's column blocks stay on distinct ranks. Returns the iterations used.

@@ -256,9 +256,9 @@ def _best_of(j: np.ndarray, s: np.ndarray, q: np.ndarray, ok: np.ndarray) -> int
     return best
 
 
-@njit(cache=True)
-def _better(j: float, s: float, q: float, j0: float, s0: float) -> bool:
-    """`search._better`."""
+def better(j: float, s: float, q: float, j0: float, s0: float) -> bool:
+    """(j, s) beats (j0, s0) beyond rounding, or ties and lowers Σ L² (q < 0): the search's acceptance test, one
+    definition for Python (`search`, `pack`) and the kernels (`_better`)."""
     if j < j0 * (1 - _TOL) - _TOL:
         return True
     if j > j0 * (1 + _TOL) + _TOL:
@@ -266,6 +266,9 @@ def _better(j: float, s: float, q: float, j0: float, s0: float) -> bool:
     if s < s0 * (1 - _TOL) - _TOL:
         return True
     return s <= s0 * (1 + _TOL) + _TOL and q < -_TOL * max(abs(j0), 1e-30) ** 2
+
+
+_better = njit(cache=True)(better)
 
 
 @njit(cache=True)

@@ -54,7 +54,6 @@ class SearchResult:
     """the highest ladder level of best_qps whose repeats were all VALID (0 = none confirmed)"""
     confirmed_fraction: float = 0.0
     """that level as a fraction of best_qps"""
-    confirm_runs: int = 0
     confirm_points: list[dict] = field(default_factory=list)
     confirm_trail: list[tuple[float, int, int]] = field(default_factory=list)
     """each level tried: (QPS, VALID repeats, runs spent)"""
@@ -62,6 +61,10 @@ class SearchResult:
     @property
     def runs(self) -> int:
         return len(self.points)
+
+    @property
+    def confirm_runs(self) -> int:
+        return len(self.confirm_points)
 
 
 def _valid(p: dict) -> bool:
@@ -121,7 +124,6 @@ def confirm(run: Callable[[float, int], dict], result: SearchResult, repeats: in
         ok = 0
         for k in range(repeats):
             p = run(q, k)
-            result.confirm_runs += 1
             result.confirm_points.append(p)
             if not _valid(p):
                 break

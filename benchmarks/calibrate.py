@@ -36,7 +36,9 @@ Runs as a job of N local ranks (gloo/CPU), every rank measuring at once as ranks
   step overhead      per tiny plan and rank, its uninstrumented step median − the sum of its own stage medians,
                      mean over ranks: what a step spends outside the embedding stages (loss, the dense part's
                      backward, zero_grad, the framework between stages); median over the tiny plans ->
-                     `Topology.step_overhead`.
+                     `Topology.step_overhead`. What the larger plans' (median) gap adds over the tiny plans', per
+                     pooled value a rank's batch yields (batch × Σ dims: 131,072 vs 1,024–2,048 at W = 2; the
+                     loss and dense gradients run over them) -> `Topology.step_overhead_per_value`.
 Rounds: everything above runs in `--rounds` interleaved rounds (each runs every microbenchmark once, `--repeats`
 timed calls per point and `--steps` timed steps per stage plan, in an order rotated by one per round); every term is fitted on each round alone and the
 figure written is its median over rounds, with its min–max over rounds printed beside it and the per-round
@@ -70,6 +72,7 @@ from benchmarks.errors import OneLineParser, check_output_file, one_line
 from embedding.files import umask_mode
 
 __all__ = ["main", "refit", "lookup_weights", "fit_relative", "stage_plan_bytes", "fit_bandwidth", "fit_latency_bandwidth", "stage_overheads", "stage_bandwidths", "step_overhead",
+           "step_overhead_per_value", "pooled_values",
            "OVERHEAD_PLANS"]
 
 DIMS = (16, 128)
@@ -372,6 +375,27 @@ def step_overhead(times: dict[str, dict[str, float]], steps: dict[str, float],
     return float(np.median(vals)) if vals else 0.0
 
 
+def pooled_values(key: str, world: int) -> int:
+    """Pooled embedding values a rank's batch yields in stage plan `key` ("TW", "TW+RW", "TW:big", …): batch ×
+    Σ table dims, what the loss, its backward and the dense gradients outside the stages run over."""
+    kind, big = key.split(":")[0], key.endswith(":big")
+    n = 4 * world if kind == "TW+RW" else 2 * world
+    return (BIG["batch"] * BIG["dim"] if big else 16 * 16) * n
+
+
+def step_overhead_per_value(gaps: dict[str, float], world: int) -> float:
+    """Seconds the step outside the stages adds per pooled value (`pooled_values`): (median gap of the larger
+    plans − median gap of the tiny plans) / (their median values' difference), at least 0. Medians, as
+    `step_overhead`'s, so one plan's noise does not move it; 0 without both kinds of plan."""
+    tiny = [k for k in OVERHEAD_PLANS if k in gaps]
+    big = [k for k in gaps if k.endswith(":big")]
+    if not tiny or not big:
+        return 0.0
+    dv = float(np.median([pooled_values(k, world) for k in big]) - np.median([pooled_values(k, world) for k in tiny]))
+    dg = float(np.median([max(0.0, gaps[k]) for k in big]) - np.median([max(0.0, gaps[k]) for k in tiny]))
+    return max(0.0, dg / dv) if dv > 0 else 0.0
+
+
 def stage_overheads(times: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
     """Fixed seconds per stage: "base" once per step, each type's group on top (see the module docstring)."""
     base = {k: max(0.0, times["TW"][k] + times["RW"][k] - times["TW+RW"][k]) for k in STAGE_KEYS}
@@ -473,7 +497,7 @@ DRAM_NOTE = ("dram = 0: with the grid's near / DRAM bandwidth ratio as the DRAM 
              "and 21%→23% without the id weight, 12%→18% and 17%→20% with it)")
 
 
-def fit_round(m: dict[str, Any], llc: int) -> dict[str, Any]:
+def fit_round(m: dict[str, Any], llc: int, world: int = 2) -> dict[str, Any]:
     """Every term fitted on one round's measurements `m` (lookups of every rank, colocated, collectives, dense
     optimizer, TorchRec stage plans): the figures whose medians over rounds the calibration writes."""
     pts = m["lookups"]  # every rank's grid: concurrent measurements
@@ -499,6 +523,7 @@ def fit_round(m: dict[str, Any], llc: int) -> dict[str, Any]:
             "optimizer_call_s": opt_call_s, "optimizer_bandwidth": opt_bw, "stage_overhead": overhead,
             "fixed_tw_s": sum(overhead["base"].values()) + sum(overhead["TW"].values()),
             "step_overhead": step_overhead(stage, m["torchrec_step_s"], m.get("torchrec_gap_s")),
+            "step_overhead_per_value": step_overhead_per_value(m.get("torchrec_gap_s") or {}, world),
             "residuals": {k: {"median": a, "max": b} for k, (a, b) in fits.items()}}
 
 
@@ -507,7 +532,7 @@ def fit_rounds(rounds: list[dict[str, Any]], world: int, llc: int) -> dict[str, 
     bandwidths: the model's bytes of each larger plan, computed once with the median lookup weights (the bytes
     the model will price with), over each round's stage growth; a stage with no growth in a round counts as
     infinitely fast there, and is left out (microbenchmark figures used) when that is the median."""
-    fits = [fit_round(m, llc) for m in rounds]
+    fits = [fit_round(m, llc, world) for m in rounds]
     med = median_tree(fits)
     ov = med["stage_overhead"]  # what the model will use: the per-stage medians' sum, not the median of the sums
     med["fixed_tw_s"] = sum(ov["base"].values()) + sum(ov["TW"].values())
@@ -548,7 +573,8 @@ def _spread_lines(fit: dict[str, Any]) -> list[str]:
                                + " " + term("+", ("collectives", op, "latency"), 1e6, " µs", 0)
                                for op in med.get("collectives", {})]),
            "  " + "; ".join([term("fixed per step of a TW plan", ("fixed_tw_s",), 1e3, " ms"),
-                             term("outside the stages", ("step_overhead",), 1e3, " ms")])]
+                             term("outside the stages", ("step_overhead",), 1e3, " ms"),
+                             term("+ per pooled value", ("step_overhead_per_value",), 1e9, " ns", 1)])]
     for kind, stages in med.get("stage_bandwidth", {}).items():
         out.append(f"  stage bandwidth {kind}: " + ", ".join(
             term(s, ("stage_bandwidth", kind, s), 1e-9, " GB/s", 3) for s in stages))
@@ -597,6 +623,7 @@ def write_yaml(out: str, rounds: list[dict[str, Any]], world: int, extra: dict[s
         "optimizer_bandwidth": opt_bw,
         "stage_bandwidth": stage_bw,
         "step_overhead": other,
+        "step_overhead_per_value": med["step_overhead_per_value"],
         "llc_bytes": llc,
         "lookup_weights": weights,
         "machine": extra["machine"],
@@ -616,6 +643,10 @@ def write_yaml(out: str, rounds: list[dict[str, Any]], world: int, extra: dict[s
                     "step_overhead": "median over the tiny plans of the mean over ranks of (a rank's uninstrumented "
                                      "step median − the sum of its stage medians): loss, dense backward, "
                                      "framework",
+                    "step_overhead_per_value": "(median over the larger stage plans (B 512, dim 64) − median over "
+                                               "the tiny plans of that gap, each at least 0) / (their pooled "
+                                               "values per rank, batch × Σ dims, difference): the loss, its "
+                                               "backward and dense gradients grow with them",
                     "bwd_compute_multiplier": "slope of TBE (fwd+bwd with fused row-wise Adagrad − fwd) time over "
                                               "bytes / slope of fwd time, same grid "
                                               f"(backward per-call cost {med['bwd_call_s'] * 1e6:.0f} µs)",
@@ -657,6 +688,7 @@ def write_yaml(out: str, rounds: list[dict[str, Any]], world: int, extra: dict[s
           f"{_g(opt_bw)} GB/s, gloo " + ", ".join(f"{op} {lat * 1e6:.0f} µs + {_g(b)} GB/s"
                                                  for op, (lat, b) in links.items())
           + f"; fixed per step of a TW plan {med['fixed_tw_s'] * 1e3:.2f} ms, outside the stages {other * 1e3:.2f} ms "
+          f"+ {med['step_overhead_per_value'] * 1e9:.1f} ns per pooled value "
           f"({per}) -> {path}")
 
 

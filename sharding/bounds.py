@@ -26,7 +26,7 @@ The simple bound: per-rank cost is a sum of shard costs plus non-negative latenc
       + the least extra time of the rows that cannot fit the fast tier, all over W ranks; and
   (b) the largest piece: max_j (over the same options, the least cost of the table's largest shard);
 plus, with more than one rank, the latency of the collective calls the slowest rank must take part in, plus the
-step's time outside the embedding stages (`Topology.step_overhead`, in the relaxations' base too).
+step's time outside the embedding stages (`CostModel.outside`, in the relaxations' base too).
 The tier term is a fractional knapsack: the fast tier of all ranks holds at most its usable bytes, weights beyond
 it (optimizer state may live in the slow tier for free) must be read from the next tier. Each table's penalty,
 non-decreasing in the share demoted, is replaced by the convex minorant of a step function below it (valid for
@@ -62,7 +62,7 @@ class LowerBound:
     world_size: int
     latency: float = 0.0  # one collective's latency per pass: the slowest rank holds a shard, so it takes part
     relaxation: float = 0.0  # the LP relaxation's value (0: not computed)
-    step_overhead: float = 0.0  # `Topology.step_overhead`: every plan's step has it
+    step_overhead: float = 0.0  # `CostModel.outside()`: every plan's step has it
     cut: float = 0.0  # `sharding.bound_cut`'s MILP bound (0: not computed)
 
     @property
@@ -194,7 +194,7 @@ def _build(cost: CostModel, penalty: float) -> _Relax:
         lat, work = cost._fixed({st: set()}, w)
         fixed[g] = float(lat + work.max(axis=1).sum()) - base
         hold[g, :3] = cost._fixed({st: {0}}, w)[1][:, 0] - work[:, 0]
-    base += topo.step_overhead  # every plan's step has it
+    base += cost.outside()  # every plan's step has it
     pen = np.zeros(K)
     if penalty > 0:
         f, b = _demotion_seconds(cost)
@@ -355,7 +355,7 @@ def lower_bound(cost: CostModel | TorchRecCostModel, relax: bool = True) -> Lowe
     no_dp_terms = [(c, d) for _, _, c, d in all_terms]
     no_dp = LowerBound(sum(a for a, _ in no_dp_terms) / w, penalty, max(b for _, b in no_dp_terms), w,
                        lat * (2 if wl.train else 1))
-    simple = replace(min(with_dp, no_dp, key=lambda b: b.value), step_overhead=topo.step_overhead)
+    simple = replace(min(with_dp, no_dp, key=lambda b: b.value), step_overhead=cost.outside())
     if not relax:
         return simple
     model = _build(cost, penalty)

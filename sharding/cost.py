@@ -24,8 +24,9 @@ with a calibrated `Topology.stage_overhead` (bytes ≈ 0 microbenchmarks), "base
 present, its communication stages on every rank and its lookup stages on the ranks holding its shards;
 without one (GPU presets), one op latency per collective call (`COLLECTIVE_CALLS`). Ranks meet at each
 collective, so the step = collectives + fixed + max over ranks of the forward lookups + max of the backward
-lookups + max of the optimizer + `Topology.step_overhead` (the step outside the embedding stages: loss, dense
-backward, framework); a rank's `wait` is the step minus its own work and that overhead.
+lookups + max of the optimizer + `CostModel.outside` (the step outside the embedding stages: loss, dense
+backward, framework: `Topology.step_overhead` + `step_overhead_per_value` per pooled value a rank's batch yields
+in training); a rank's `wait` is the step minus its own work and that overhead.
 `shard_cost` (what the optimizer adds up per rank) keeps the per-shard bytes terms of each part.
 """
 from __future__ import annotations
@@ -99,7 +100,7 @@ class RankCost:
     """One rank's step: its own lookups and optimizer, the collectives it joins (the same for every rank),
     fixed per-call costs (`latency`: collectives, `overhead`: kernels and framework), and `wait`: time blocked
     at collectives for slower peers, and `other`: the step's time outside the embedding stages
-    (`Topology.step_overhead`), so that work + wait + other = the plan's step on every rank."""
+    (`CostModel.outside`), so that work + wait + other = the plan's step on every rank."""
 
     rank: int
     fwd_compute: float = 0.0
@@ -178,6 +179,16 @@ class CostModel:
         self.miss_curves = dict(miss_curves or {})
         self.tables = {t.name: t for t in workload.tables}
         self._memo: dict[tuple, object] = {}  # replicated and equal-sized shards share one price
+
+    def outside(self) -> float:
+        """Seconds per step outside the embedding stages, the same for every plan of the workload:
+        `Topology.step_overhead` + (training) `step_overhead_per_value` × the pooled values a rank's batch yields
+        (batch × Σ table dims), which the loss, its backward and the dense gradients run over."""
+        topo = self.topology
+        if not (self.workload.train and topo.step_overhead_per_value):
+            return topo.step_overhead
+        values = self.workload.batch_size * sum(t.dim for t in self.workload.tables)
+        return topo.step_overhead + topo.step_overhead_per_value * values
 
     # ---- lookups and misses ----
     def miss_rate(self, t: TableSpec, fraction: float) -> float:
@@ -353,13 +364,13 @@ class CostModel:
         for (_, p, _), secs in coll.items():
             comms[p] += float(secs.max())
         phases = parts + work
-        step = float(comms["fwd"] + comms["bwd"] + latency + phases.max(axis=1).sum()) + self.topology.step_overhead
+        step = float(comms["fwd"] + comms["bwd"] + latency + phases.max(axis=1).sum()) + self.outside()
         return step, latency, work, phases, comms
 
     def resource_loads(self, plan: ShardingPlan) -> tuple[dict[str, np.ndarray], float]:
         """Per resource whose maximum over ranks the step pays ("fwd compute", "bwd compute", "optimizer" with
         their fixed work, and each collective "TW fwd all_to_all", …), its seconds on every rank; and the fixed
-        rest (collective latencies + `step_overhead`). step = Σ max + rest; Σ (max − mean) is what imbalance
+        rest (collective latencies + `outside`). step = Σ max + rest; Σ (max − mean) is what imbalance
         costs: a plan of the same shards with every resource at its mean would cost step − Σ (max − mean)."""
         loads: dict[str, np.ndarray] = {}
         step = self._assemble(plan, memory=False, loads=loads)[1]
@@ -407,7 +418,7 @@ class CostModel:
         if loads is not None:
             loads.update(zip(("fwd compute", "bwd compute", "optimizer"), phases, strict=True))
             loads.update({f"{st.short} {p} {op}": v for (st, p, op), v in coll.items()})
-        other = self.topology.step_overhead
+        other = self.outside()
         for rc in ranks:
             rc.latency, rc.overhead, rc.other = latency, float(work[:, rc.rank].sum()), other
             rc.wait = max(0.0, step - other - rc.total)
@@ -417,7 +428,7 @@ class CostModel:
         """The step split the way `benchmarks.distributed.stages` times it (seconds): "lookup", "lookup_bwd" (DP's
         gradient all-reduce included) and "optimizer" the max over ranks of their work with its fixed part; the
         collective stages "input_dist", "output_dist", "output_dist_bwd" the sum over sharding groups of the max
-        over ranks of what the stage sends, with their fixed part; "outside" `Topology.step_overhead`; "fixed"
+        over ranks of what the stage sends, with their fixed part; "outside" `outside()`; "fixed"
         collective latencies when no stage overheads are calibrated. Sums to about `plan_cost` (which takes the
         max over ranks of a group's messages of one op together)."""
         w = plan.world_size
@@ -447,7 +458,7 @@ class CostModel:
                         out[k] += topo.stage_overhead.get(name, {}).get(k, 0.0)
         else:
             out["fixed"] = latency
-        out["outside"] = topo.step_overhead
+        out["outside"] = self.outside()
         return out
 
     def stage_seconds(self, plan: ShardingPlan) -> dict[str, dict[str, float]]:

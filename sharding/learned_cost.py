@@ -94,7 +94,7 @@ def _plan_stats(cost: CostModel, plan: ShardingPlan, lm: LookupModel) -> tuple[d
     bwd = max(r.bwd_compute for r in ranks)
     opt = max(r.optimizer for r in ranks)
     comms = ranks[0].fwd_comms + ranks[0].bwd_comms
-    fixed = ranks[0].latency + cost.topology.step_overhead
+    fixed = ranks[0].latency + cost.outside()
     near, dram, kernel, shards = np.zeros(w), np.zeros(w), np.zeros(w), np.zeros(w)
     comm_bytes, llc_ratios, dims, alphas, pools, weights = 0.0, [], [], [], [], []
     types = dict.fromkeys(_TYPES, 0)

@@ -2,6 +2,7 @@
 kept out of the per-rank embedding time the validation compares."""
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from benchmarks.calibrate import OVERHEAD_PLANS, step_overhead
@@ -47,3 +48,37 @@ def test_per_rank_gaps_replace_the_sum_of_maxima_when_stored() -> None:
     gaps[OVERHEAD_PLANS[0]] = -1e-3  # one plan's noise: clamped at 0, and the median ignores it
     assert step_overhead(times, steps) == 0.0
     assert step_overhead(times, steps, gaps) == pytest.approx(1e-3)
+
+
+def test_outside_per_pooled_value_is_recovered_from_larger_plans_over_tiny_ones() -> None:
+    from benchmarks.calibrate import pooled_values, step_overhead_per_value
+
+    base, per = 0.7e-3, 8e-9  # synthetic: gap = base + per × pooled values, one plan's noise each side
+    keys = [*OVERHEAD_PLANS, "TW:big", "RW:big", "CW:big", "TWRW:big", "DP:big"]
+    gaps = {k: base + per * pooled_values(k, 2) for k in keys}
+    assert pooled_values("TW:big", 2) == 512 * 64 * 4 and pooled_values("TW+RW", 2) == 16 * 16 * 8
+    gaps["TW"], gaps["RW:big"] = -2e-3, 9e-3
+    tiny_values = float(np.median([pooled_values(k, 2) for k in OVERHEAD_PLANS]))
+    fitted = step_overhead_per_value(gaps, 2)
+    assert fitted == pytest.approx(per, rel=0.02)
+    assert base + fitted * tiny_values == pytest.approx(step_overhead({}, {}, gaps), rel=0.02)
+    assert step_overhead_per_value({k: v for k, v in gaps.items() if ":" not in k}, 2) == 0.0  # no larger plan
+    assert step_overhead_per_value({**gaps, **{k: 0.0 for k in keys if ":" in k}}, 2) == 0.0  # never negative
+
+
+def test_outside_grows_with_the_pooled_values_in_training_only() -> None:
+    from sharding.cost import CostModel
+
+    cost, plan = _two_table_plan(on_rank_zero=True)
+    assert cost.workload.train
+    values = 512 * (64 + 64)  # batch × Σ dims of the two tables
+    before = cost.plan_cost(plan)
+    cost.topology = replace(cost.topology, step_overhead=1e-3, step_overhead_per_value=2e-9)
+    assert Topology.from_dict(cost.topology.to_dict()).step_overhead_per_value == 2e-9
+    assert cost.outside() == pytest.approx(1e-3 + 2e-9 * values)
+    assert CostModel(replace(cost.workload, mode="inference"), cost.topology).outside() == pytest.approx(1e-3)
+    assert cost.plan_cost(plan) == pytest.approx(before + cost.outside(), abs=1e-12)
+    assert cost.stage_breakdown(plan)["outside"] == pytest.approx(cost.outside())
+    assert all(r.other == pytest.approx(cost.outside()) for r in cost.breakdown(plan))
+    with pytest.raises(TopologyError, match="step_overhead"):
+        replace(cost.topology, step_overhead_per_value=-1e-9)

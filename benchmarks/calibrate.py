@@ -72,7 +72,7 @@ from benchmarks.errors import OneLineParser, check_output_file, one_line
 from embedding.files import umask_mode
 
 __all__ = ["main", "refit", "lookup_weights", "fit_relative", "stage_plan_bytes", "fit_bandwidth", "fit_latency_bandwidth", "stage_overheads", "stage_bandwidths", "step_overhead",
-           "step_overhead_per_value", "pooled_values",
+           "step_overhead_per_value", "pooled_values", "stacked",
            "OVERHEAD_PLANS"]
 
 DIMS = (16, 128)
@@ -280,9 +280,10 @@ _TYPES = {"TW": "table_wise", "RW": "row_wise", "CW": "column_wise", "TWRW": "ta
 BIG = {"rows": 100_000, "dp_rows": 10_000, "dim": 64, "batch": 512, "pooling": 16}
 
 
-def _overhead_plan(kind: str, world: int, big: bool = False) -> tuple[list[str], dict]:
+def _overhead_plan(kind: str, world: int, big: bool = False, stack: bool = False) -> tuple[list[str], dict]:
     """2·W tables of one sharding type (or 2·W table-wise + 2·W row-wise tables for "TW+RW"): tiny (1000 rows,
-    dim 16, B 16, one id per bag: bytes ≈ 0) or `big` (`BIG`, uniform ids)."""
+    dim 16, B 16, one id per bag: bytes ≈ 0) or `big` (`BIG`, uniform ids); `stack`: every table-wise table on
+    rank 0 (the others hold none and wait)."""
     from benchmarks.distributed.config import compose_dist
     from embedding.workload_config import build_workload
     from sharding.layouts import table_plan
@@ -299,9 +300,9 @@ def _overhead_plan(kind: str, world: int, big: bool = False) -> tuple[list[str],
     ranks, tables = list(range(world)), {}
     for i, (t, k) in enumerate(zip(spec.tables, kinds, strict=True)):
         st = ShardingType(_TYPES[k])
-        where = [i % world] if st == ShardingType.TABLE_WISE else [(i + j) % world for j in ranks]
+        where = [0 if stack else i % world] if st == ShardingType.TABLE_WISE else [(i + j) % world for j in ranks]
         tables[t.name] = table_plan(t, st, where, "ddr")
-    name = f"calibrate_{kind}" + ("_big" if big else "")
+    name = f"calibrate_{kind}" + ("_big" if big else "") + ("_stack" if stack else "")
     return overrides, ShardingPlan(world, tables, optimizer=name).to_dict()
 
 
@@ -316,14 +317,14 @@ def _stage_times(world: int, repeats: int, shift: int = 0) -> dict[str, Any]:
     from benchmarks.distributed.case import resolve_case
     from benchmarks.distributed.worker import run_case
 
-    plans = [(k, False) for k in OVERHEAD_PLANS] + [(k, True) for k in _TYPES]
+    plans = [(k, False, False) for k in OVERHEAD_PLANS] + [(k, True, False) for k in _TYPES] + [("TW", True, True)]
     times: dict[str, dict[str, float]] = {}
     steps: dict[str, float] = {}
     gaps: dict[str, float] = {}
     for i in rotated([str(i) for i in range(len(plans))], shift):
-        kind, big = plans[int(i)]
-        key = f"{kind}:big" if big else kind
-        overrides, plan = _overhead_plan(kind, world, big)
+        kind, big, stack = plans[int(i)]
+        key = f"{kind}:stack" if stack else (f"{kind}:big" if big else kind)
+        overrides, plan = _overhead_plan(kind, world, big, stack)
         case = resolve_case(key, [*overrides, f"dist.repeats={repeats}"], plan, world)
         res = run_case(case, torch.device("cpu"), tempfile.gettempdir())
         gathered: list[Any] = [None] * world
@@ -394,6 +395,24 @@ def step_overhead_per_value(gaps: dict[str, float], world: int) -> float:
     dv = float(np.median([pooled_values(k, world) for k in big]) - np.median([pooled_values(k, world) for k in tiny]))
     dg = float(np.median([max(0.0, gaps[k]) for k in big]) - np.median([max(0.0, gaps[k]) for k in tiny]))
     return max(0.0, dg / dv) if dv > 0 else 0.0
+
+
+def stacked(times: dict[str, dict[str, float]], world: int) -> dict[str, float]:
+    """What stacking every table on one rank costs against the model's price (measured, not priced: the step's
+    search prices a rank's load alone, `sharding.search`): the "TW:stack" plan holds the 2·W tables of "TW:big"
+    on rank 0, W times the bytes of that plan's busiest rank. Per lookup stage, the lone rank's speed-up: W ×
+    (big − tiny) / (stack − tiny) (1: as with every rank busy); "input_dist": (stack − tiny) / (W × (big −
+    tiny)), the KJT all-to-all's time over the model's price (1: the holder pays for all the ids it receives).
+    Empty without the stacked plan (files calibrated before it)."""
+    st, big, tiny = times.get("TW:stack"), times.get("TW:big"), times.get("TW")
+    if not (st and big and tiny):
+        return {}
+    out = {}
+    for s in ("lookup", "lookup_bwd", "input_dist"):
+        grow, stacked_grow = big[s] - tiny[s], st[s] - tiny[s]
+        if grow > 0 and stacked_grow > 0:
+            out[s] = (world * grow / stacked_grow if s != "input_dist" else stacked_grow / (world * grow))
+    return out
 
 
 def stage_overheads(times: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
@@ -524,6 +543,7 @@ def fit_round(m: dict[str, Any], llc: int, world: int = 2) -> dict[str, Any]:
             "fixed_tw_s": sum(overhead["base"].values()) + sum(overhead["TW"].values()),
             "step_overhead": step_overhead(stage, m["torchrec_step_s"], m.get("torchrec_gap_s")),
             "step_overhead_per_value": step_overhead_per_value(m.get("torchrec_gap_s") or {}, world),
+            "stacked": stacked(stage, world),
             "residuals": {k: {"median": a, "max": b} for k, (a, b) in fits.items()}}
 
 
@@ -575,6 +595,11 @@ def _spread_lines(fit: dict[str, Any]) -> list[str]:
            "  " + "; ".join([term("fixed per step of a TW plan", ("fixed_tw_s",), 1e3, " ms"),
                              term("outside the stages", ("step_overhead",), 1e3, " ms"),
                              term("+ per pooled value", ("step_overhead_per_value",), 1e9, " ns", 1)])]
+    if med.get("stacked"):
+        out.append("  stacked on one rank (TW:stack; measured, not priced): " + "; ".join(
+            [term("lone-rank lookup speed-up", ("stacked", "lookup"), 1, "×"),
+             term("backward", ("stacked", "lookup_bwd"), 1, "×"),
+             term("input all-to-all / the model's price", ("stacked", "input_dist"), 1, "")]))
     for kind, stages in med.get("stage_bandwidth", {}).items():
         out.append(f"  stage bandwidth {kind}: " + ", ".join(
             term(s, ("stage_bandwidth", kind, s), 1e-9, " GB/s", 3) for s in stages))
@@ -626,6 +651,8 @@ def write_yaml(out: str, rounds: list[dict[str, Any]], world: int, extra: dict[s
         "step_overhead_per_value": med["step_overhead_per_value"],
         "llc_bytes": llc,
         "lookup_weights": weights,
+        "stacked": {**med.get("stacked", {}), "source": f"{how}: {per}; benchmarks.calibrate.stacked (measured, "
+                    "not priced by sharding.cost)"},
         "machine": extra["machine"],
         "lookup_model": {"llc_bytes": llc, "forward": near, "backward": near_bwd,
                          "colocated_slowdown": round(float(med["colocated_slowdown"]), 3),

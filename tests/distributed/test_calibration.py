@@ -204,3 +204,18 @@ def test_refit_of_a_file_with_rounds_fits_each_round(tmp_path, capsys) -> None:
     assert len(stored["round_fits"]) == 3 and stored["term_spread"]["optimizer_bandwidth"][0] == pytest.approx(4e8)
     printed = capsys.readouterr().out
     assert "median [min–max] over 3 rounds" in printed and "outside the stages 1.40 [1.40–7.00] ms" in printed
+
+
+def test_stacked_plan_gives_the_lone_rank_speed_up_and_the_all_to_all_share_the_model_misses() -> None:
+    from benchmarks.calibrate import stacked
+
+    stages = ("input_dist", "lookup", "output_dist", "output_dist_bwd", "lookup_bwd", "optimizer")
+    tiny = dict.fromkeys(stages, 1e-3)
+    big = {s: 1e-3 + 2e-3 for s in stages}  # byte part 2 ms per stage on each rank's 2 tables
+    # synthetic W = 2: rank 0 alone with 4 tables runs its lookups 1.5× faster than twice the busy price, the
+    # ids it receives take as long as each rank's half did (the senders pay their share)
+    stack = {**tiny, "lookup": 1e-3 + 2 * 2e-3 / 1.5, "lookup_bwd": 1e-3 + 2 * 2e-3 / 1.25, "input_dist": 3e-3}
+    got = stacked({"TW": tiny, "TW:big": big, "TW:stack": stack}, 2)
+    assert got["lookup"] == pytest.approx(1.5) and got["lookup_bwd"] == pytest.approx(1.25)
+    assert got["input_dist"] == pytest.approx(0.5)
+    assert stacked({"TW": tiny, "TW:big": big}, 2) == {}  # a file calibrated before the stacked plan

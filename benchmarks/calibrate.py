@@ -39,6 +39,9 @@ Runs as a job of N local ranks (gloo/CPU), every rank measuring at once as ranks
                      `Topology.step_overhead`. What the larger plans' (median) gap adds over the tiny plans', per
                      pooled value a rank's batch yields (batch × Σ dims: 131,072 vs 1,024–2,048 at W = 2; the
                      loss and dense gradients run over them) -> `Topology.step_overhead_per_value`.
+  stacked            the larger TW plan with every table on rank 0 ("TW:stack"): the lone rank's lookup and
+                     backward speed-up and the KJT all-to-all against the model's price (`stacked`); printed and
+                     stored, not priced.
 Rounds: everything above runs in `--rounds` interleaved rounds (each runs every microbenchmark once, `--repeats`
 timed calls per point and `--steps` timed steps per stage plan, in an order rotated by one per round); every term is fitted on each round alone and the
 figure written is its median over rounds, with its min–max over rounds printed beside it and the per-round
@@ -307,7 +310,8 @@ def _overhead_plan(kind: str, world: int, big: bool = False, stack: bool = False
 
 
 def _stage_times(world: int, repeats: int, shift: int = 0) -> dict[str, Any]:
-    """One round of the TorchRec stage plans ("TW", …, "TW+RW", "TW:big", …), in an order rotated by `shift`:
+    """One round of the TorchRec stage plans ("TW", …, "TW+RW", "TW:big", …, "TW:stack"), in an order rotated by
+    `shift`:
     {"torchrec_stages_s": per plan and stage the median over steps (max over ranks, as every rank waits for the
     slowest), "torchrec_step_s": the uninstrumented step median (max over ranks), "torchrec_gap_s": the mean over
     ranks of a rank's own step median − the sum of its own stage medians}."""

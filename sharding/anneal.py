@@ -14,7 +14,8 @@ excess, made the other rows worse; a sum-of-squares tie-breaker in the objective
 The kernel: a proposal moves one piece to another rank or swaps two pieces of different tables (half of them drawn
 from a rank holding some resource's maximum); the objective is the step's own Σ_k max_r L[k, r] over the resources
 the pieces touch, plus a penalty of 1,000 × TorchRec's per-rank maximum above `t_cap`; maxima are updated in O(K)
-per proposal (a rank scan only when a maximum's holder sheds load). Memory per tier and distinct ranks for a
+per proposal (when a maximum's holder sheds load, a scan of √W block maxima and two blocks; the rank a piece is drawn
+from, the first holding a row's maximum, is kept per row). Memory per tier and distinct ranks for a
 table's column blocks are hard constraints. Temperatures fall geometrically from 3e-4 to 1.5e-7 of the start's step
 per stage; each of `STAGES` stages restarts from the best placement with a lower start. A proposal budget and a
 seed, not the clock, decide the plan. Topologies with per-holder stage costs (calibrated CPU presets) are left to

@@ -14,7 +14,8 @@ excess, made the other rows worse; a sum-of-squares tie-breaker in the objective
 The kernel: a proposal moves one piece to another rank or swaps two pieces of different tables (half of them drawn
 from a rank holding some resource's maximum); the objective is the step's own Σ_k max_r L[k, r] over the resources
 the pieces touch, plus a penalty of 1,000 × TorchRec's per-rank maximum above `t_cap`; maxima are updated in O(K)
-per proposal (a rank scan only when a maximum's holder sheds load). Memory per tier and distinct ranks for a
+per proposal (when a maximum's holder sheds load, a scan of √W block maxima and two blocks; the rank a piece is drawn
+from, the first holding a row's maximum, is kept per row). Memory per tier and distinct ranks for a
 table's column blocks are hard constraints. Temperatures fall geometrically from 3e-4 to 1.5e-7 of the start's step
 per stage; each of `STAGES` stages restarts from the best placement with a lower start. A proposal budget and a
 seed, not the clock, decide the plan. Topologies with per-holder stage costs (calibrated CPU presets) are left to
@@ -42,13 +43,45 @@ T_START, T_END = 3e-4, 1.5e-7  # temperature, as a share of the start's step
 
 
 @numba.njit(cache=True)
-def _rescan(A: np.ndarray, k: int, a: int, va: float, b: int, vb: float) -> float:
+def _rescan(A: np.ndarray, bm: np.ndarray, S: int, k: int, a: int, va: float, b: int, vb: float) -> float:
+    """Row k's maximum with A[k, a] = va and A[k, b] = vb: the blocks of S ranks holding neither by their maxima
+    `bm` (k, block), those two rank by rank (a maximum is exact in any order)."""
     m = -1e300
-    for r in range(A.shape[1]):
-        x = va if r == a else (vb if r == b else A[k, r])
-        if x > m:
-            m = x
+    ba, bb = a // S, b // S
+    for c in range(bm.shape[1]):
+        if c != ba and c != bb and bm[k, c] > m:
+            m = bm[k, c]
+    W = A.shape[1]
+    for c in (ba, bb):
+        for r in range(c * S, min(W, c * S + S)):
+            x = va if r == a else (vb if r == b else A[k, r])
+            if x > m:
+                m = x
     return m
+
+
+@numba.njit(cache=True)
+def _block_max(A: np.ndarray, bm: np.ndarray, S: int, k: int, c: int) -> None:
+    m = -1e300
+    for r in range(c * S, min(A.shape[1], c * S + S)):
+        if A[k, r] > m:
+            m = A[k, r]
+    bm[k, c] = m
+
+
+@numba.njit(cache=True)
+def _holder(A: np.ndarray, k: int, h: int, old: float, a: int, b: int) -> int:
+    """The first rank holding row k's maximum after ranks a and b of A changed, given h, the first holder before
+    (its value then: `old`, the row's maximum), or −1 where that needs a scan of the row (h shed load, or unknown).
+    Other ranks did not change, so the holder is h, a or b: the largest value, the lowest rank among equals."""
+    if h < 0 or ((h == a or h == b) and A[k, h] < old):
+        return -1
+    x = A[k, h]
+    for c in (a, b):
+        y = A[k, c]
+        if y > x or (y == x and c < h):
+            h, x = c, y
+    return h
 
 
 @numba.njit(cache=True)
@@ -74,16 +107,25 @@ def _kernel(A, tr, V, vt, R, M, used, cap, tab, has, n, t0, t1, seed, tcap, pen)
     cur = mx.sum() + pen * max(0.0, tmx - tcap)
     best, best_r = cur, R.copy()
     da, nmx = np.zeros(K), np.zeros(K)
+    S = max(1, int(np.sqrt(W)))  # ranks per block of the row maxima `bm`, kept for `_rescan`
+    bm = np.empty((K, (W + S - 1) // S))
+    for k in range(K):
+        for c in range(bm.shape[1]):
+            _block_max(A, bm, S, k, c)
+    hold = np.full(K, -1, np.int64)  # per row: the first rank holding its maximum, −1 until needed
     temp = t0
     for it in range(n):
         if (it & 1023) == 0:
             temp = t0 * (t1 / t0) ** (it / n)
         if np.random.random() < 0.3:  # a piece of a rank holding some row's maximum
             k = np.random.randint(K)
-            a, m = 0, -1.0
-            for r in range(W):
-                if A[k, r] > m:
-                    m, a = A[k, r], r
+            a = hold[k]
+            if a < 0:  # unknown: the first rank holding the maximum (loads are ≥ 0 > -1)
+                a, m = 0, -1.0
+                for r in range(W):
+                    if A[k, r] > m:
+                        m, a = A[k, r], r
+                hold[k] = a
             if cnt[a] == 0:
                 continue
             i = lst[a, np.random.randint(cnt[a])]
@@ -126,7 +168,7 @@ def _kernel(A, tr, V, vt, R, M, used, cap, tab, has, n, t0, t1, seed, tcap, pen)
             if hi >= mx[k]:
                 nmx[k] = hi
             elif A[k, a] >= mx[k] or A[k, b] >= mx[k]:
-                nmx[k] = _rescan(A, k, a, va, b, vb)
+                nmx[k] = _rescan(A, bm, S, k, a, va, b, vb)
             else:
                 nmx[k] = mx[k]
         ta, tb = tr[a] + dt, tr[b] - dt
@@ -145,7 +187,11 @@ def _kernel(A, tr, V, vt, R, M, used, cap, tab, has, n, t0, t1, seed, tcap, pen)
             for k in range(K):
                 A[k, a] += da[k]
                 A[k, b] -= da[k]
+                hold[k] = _holder(A, k, hold[k], mx[k], a, b)
                 mx[k] = nmx[k]
+                _block_max(A, bm, S, k, a // S)
+                if b // S != a // S:
+                    _block_max(A, bm, S, k, b // S)
             tr[a] += dt
             tr[b] -= dt
             tmx, cur = ntmx, new

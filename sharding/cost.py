@@ -383,6 +383,7 @@ class CostModel:
         coll: dict[tuple[ShardingType, str, str], np.ndarray] = {}  # (group, pass, op) -> seconds per rank
         held: dict[ShardingType, set[int]] = {}
         parts = np.zeros((3, w))  # fwd compute, bwd compute, optimizer
+        rows3 = tuple(parts)  # its rows (views), made once
         count = np.zeros(w, dtype=np.int64)
         mem: dict[str, np.ndarray] = {t.name: np.zeros(w) for t in self.topology.tiers}
         for tp in plan.tables.values():
@@ -391,12 +392,15 @@ class CostModel:
             for (rows, cols, tier, cf), where in tp.alike().items():
                 add = _adder(where)
                 c = self.shard_cost(t, st, rows, cols, tier, cf)
-                for i, x in enumerate((c.fwd_compute, c.bwd_compute, c.optimizer)):
-                    add(parts[i], x)
+                for a, x in zip(rows3, (c.fwd_compute, c.bwd_compute, c.optimizer), strict=True):
+                    add(a, x)
                 add(count, 1)
                 group.update(where)
                 for p, op, secs in self.message_times(t, st, rows, cols):
-                    add(coll.setdefault((st, p, op), np.zeros(w)), secs)
+                    key = (st, p, op)
+                    if key not in coll:  # first seen here: the dict keeps that order (`_step` sums in it)
+                        coll[key] = np.zeros(w)
+                    add(coll[key], secs)
                 if memory:
                     for k, v in self.shard_memory(t, st, rows, cols, tier, cf).items():
                         add(mem.setdefault(k, np.zeros(w)), v)

@@ -355,8 +355,7 @@ def _try_split(state: Loads, shard: Shard, t: TableSpec, j0: float = np.inf,
     if set(m) == {fast} and state.fits(m).all() \
             and not hopeless(DP):
         snap = _snapshot(state)
-        for r in range(w):
-            state.put(r, DP, v, m)
+        state.put_ranks(slice(0, w), DP, v, m)  # `put` on every rank, the same sums
         keep(DP, list(range(w)), [])
         _restore(state, snap)
     if h > 1 and topo.num_hosts > 1 and not hopeless(TWRW):
@@ -384,10 +383,8 @@ def _best_host(state: Loads, shards: list[tuple[np.ndarray, dict[str, float]]], 
 
 
 def _apply(state: Loads, shard: Shard, t: TableSpec, st: ShardingType, ranks: list[int]) -> None:
-    if st == DP:
-        v, m = shard(t, DP, t.rows, t.dim)
-        for r in ranks:
-            state.put(r, DP, v, m)
+    if st == DP:  # on every rank
+        state.put_ranks(slice(0, state.L.shape[1]), DP, *shard(t, DP, t.rows, t.dim))
     elif st == TWRW:
         for r, (a, b) in zip(ranks, row_ranges(t.rows, len(ranks)), strict=True):
             state.put(r, TWRW, *shard(t, TWRW, b - a, t.dim))

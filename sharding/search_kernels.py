@@ -31,17 +31,29 @@ def pairwise_sum(x: np.ndarray) -> float:
         for i in range(n):
             res += x[i]
         return res
-    r = x[:8].copy()
+    r0, r1, r2, r3, r4, r5, r6, r7 = x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]  # 8 accumulators, no array
     i = 8
     while i < n - n % 8:
-        for j in range(8):
-            r[j] += x[i + j]
+        r0 += x[i]
+        r1 += x[i + 1]
+        r2 += x[i + 2]
+        r3 += x[i + 3]
+        r4 += x[i + 4]
+        r5 += x[i + 5]
+        r6 += x[i + 6]
+        r7 += x[i + 7]
         i += 8
-    res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
     while i < n:
         res += x[i]
         i += 1
     return res
+
+
+@njit(cache=True, inline="always")
+def _sq(weight: np.ndarray, col: np.ndarray, delta: np.ndarray, k: int) -> float:
+    """Term k of `_ssq`: numpy's `weight * delta * (2 * col + delta)`, element k."""
+    return (weight[k] * delta[k]) * (2.0 * col[k] + delta[k])
 
 
 @njit(cache=True)
@@ -86,13 +98,33 @@ def _score(new: np.ndarray, w0: float, w1: float, const: float, pairwise: bool) 
 
 @njit(cache=True)
 def _ssq(weight: np.ndarray, col: np.ndarray, delta: np.ndarray, pairwise: bool) -> float:
-    """Change of the weighted Σ L² of one column (`Loads._ssq`)."""
-    t = weight * delta * (2 * col + delta)
-    if pairwise:
-        return pairwise_sum(t)
+    """Change of the weighted Σ L² of one column (`Loads._ssq`): its terms summed as numpy sums them (pairwise, or
+    row by row), each term computed where the sum reads it (no temporary arrays)."""
+    n = weight.shape[0]
+    if pairwise and n >= 8:
+        r0, r1, r2, r3 = _sq(weight, col, delta, 0), _sq(weight, col, delta, 1), _sq(weight, col, delta, 2), \
+            _sq(weight, col, delta, 3)
+        r4, r5, r6, r7 = _sq(weight, col, delta, 4), _sq(weight, col, delta, 5), _sq(weight, col, delta, 6), \
+            _sq(weight, col, delta, 7)
+        i = 8
+        while i < n - n % 8:
+            r0 += _sq(weight, col, delta, i)
+            r1 += _sq(weight, col, delta, i + 1)
+            r2 += _sq(weight, col, delta, i + 2)
+            r3 += _sq(weight, col, delta, i + 3)
+            r4 += _sq(weight, col, delta, i + 4)
+            r5 += _sq(weight, col, delta, i + 5)
+            r6 += _sq(weight, col, delta, i + 6)
+            r7 += _sq(weight, col, delta, i + 7)
+            i += 8
+        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+        while i < n:
+            res += _sq(weight, col, delta, i)
+            i += 1
+        return res
     tot = 0.0
-    for k in range(t.shape[0]):
-        tot += t[k]
+    for k in range(n):
+        tot += _sq(weight, col, delta, k)
     return tot
 
 

@@ -91,3 +91,31 @@ def test_the_fast_path_anneals_the_pick_and_keeps_its_guarantees(monkeypatch) ->
     rating = next(b for label, _, b in stats.candidates if label == picked)
     assert base_stats.chosen.split(" + ")[0] == picked
     assert trec.plan_cost(plan) <= rating * (1 + 1e-12)
+
+
+def test_the_kernels_max_holder_is_the_first_rank_holding_each_rows_maximum() -> None:
+    """`_holder` keeps, across accepted proposals, the rank the kernel draws pieces from: the first rank holding
+    the row's maximum (`np.argmax`), or −1 where only a scan can tell; ties are frequent (small integer loads)."""
+    import numpy as np
+
+    from sharding.anneal import _holder
+
+    rng = np.random.default_rng(0)
+    scans = 0
+    for _ in range(200):
+        w = int(rng.integers(2, 12))
+        A = rng.integers(0, 4, size=(3, w)).astype(float)
+        hold = [int(np.argmax(A[k])) for k in range(3)]
+        for _ in range(30):
+            a, b = (int(x) for x in rng.choice(w, 2, replace=False))
+            d = rng.integers(-2, 3, size=3).astype(float)
+            old = A.max(axis=1)
+            A[:, a] += d
+            A[:, b] -= d
+            for k in range(3):
+                hold[k] = _holder(A, k, hold[k], float(old[k]), a, b)
+                if hold[k] < 0:
+                    scans += 1
+                    hold[k] = int(np.argmax(A[k]))
+                assert hold[k] == int(np.argmax(A[k]))
+    assert 0 < scans < 200 * 30 * 3 / 2  # both paths taken; most updates need no scan

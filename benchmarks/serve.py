@@ -222,8 +222,10 @@ def _search(cfg: ServeAppConfig, spec, setup) -> int:
                 f"{r.best_qps:.1f} QPS, {'bracketed' if r.bracketed else 'still no INVALID above'} ({r.runs} runs)")
         print(f"confirming {kind}: {r.setting.label} from its best VALID {r.best_qps:.1f} QPS, {sc.confirm_repeats} "
               f"repeats of ≥ {sc.confirm_duration_ms or s.loadgen.min_duration_ms} ms per level, ladder "
-              f"{list(sc.confirm_ladder)}", flush=True)
-        confirm(lambda q, k, st=r.setting: run(st, q, k), r, sc.confirm_repeats, tuple(sc.confirm_ladder))
+              f"{list(sc.confirm_ladder)}, then {sc.confirm_bisect_steps} bisection step(s) below the failed level",
+              flush=True)
+        confirm(lambda q, k, st=r.setting: run(st, q, k), r, sc.confirm_repeats, tuple(sc.confirm_ladder),
+                sc.confirm_bisect_steps)
         log(f"confirm {kind}: " + confirm_story(r, sc.confirm_repeats))
     total = sum(r.runs + r.confirm_runs for r in results)
     la = os.getloadavg()
@@ -240,6 +242,8 @@ def _search(cfg: ServeAppConfig, spec, setup) -> int:
                "bound_ms": s.loadgen.latency_ms, "percentile": s.loadgen.percentile, "loadgen_runs": total,
                "confirm_runs": sum(r.confirm_runs for r in results),
                "confirm_duration_ms": sc.confirm_duration_ms or s.loadgen.min_duration_ms,
+               "confirm_bisect_steps": sc.confirm_bisect_steps,
+               "search_duration_ms": s.loadgen.min_duration_ms,
                **{f"{k}_qps": v for k, v in confirmed.items()},
                **{f"{k}_best_seen_qps": val(k, "best_qps") for k in picks},
                **{f"{k}_setting": picks[k].setting.label if picks[k] else None for k in picks},
@@ -275,7 +279,8 @@ def _search(cfg: ServeAppConfig, spec, setup) -> int:
     print(f"plot: {png}")
     summary["plot"] = str(png)
     how = (f"highest target QPS LoadGen called VALID, then backed off down {list(sc.confirm_ladder)} of it until "
-           f"{sc.confirm_repeats} repeats of ≥ {summary['confirm_duration_ms']} ms were all VALID; bisection, "
+           f"{sc.confirm_repeats} repeats of ≥ {summary['confirm_duration_ms']} ms were all VALID, then "
+           f"{sc.confirm_bisect_steps} bisection step(s) between that level and the failed one above; bisection, "
            f"{total} LoadGen runs in all; load average {la[0]:.2f}")
     summary["metrics"] = [metric(f"{k}_qps_at_bound", confirmed[k], "queries/s", how) for k in picks] + [
         metric("loadgen_runs", total, "runs", "LoadGen runs the search spent (the budget)")]

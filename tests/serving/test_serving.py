@@ -334,6 +334,46 @@ def test_confirm_runs_nothing_for_a_setting_never_valid():
     assert r.confirm_runs == 0 and r.confirmed_qps == 0.0
 
 
+def test_confirm_bisects_between_the_held_level_and_the_failed_one_above_by_the_same_repeats_rule():
+    from serving.search import confirm
+
+    r, runs = _found(100.0), []
+
+    def run(q, k):  # repeats VALID up to 87 QPS: the ladder holds at 80, bisection moves up towards 87
+        runs.append(q)
+        return {"verdict": "VALID" if q <= 87 else "INVALID"}
+
+    confirm(run, r, repeats=2, ladder=(1.0, 0.9, 0.8), bisect_steps=3)
+    # 90 failed, 80 held: 85 holds, 87.5 fails, 86.25 holds
+    assert r.confirmed_qps == pytest.approx(86.25) and r.confirmed_fraction == pytest.approx(0.8625)
+    assert runs == pytest.approx([100.0, 90.0, 80.0, 80.0, 85.0, 85.0, 87.5, 86.25, 86.25])
+    assert r.confirm_runs == 9 and [round(q, 2) for q, _, _ in r.confirm_trail] == [100.0, 90.0, 80.0, 85.0, 87.5,
+                                                                                     86.25]
+
+
+def test_confirm_bisection_needs_every_repeat_of_a_midpoint_and_spends_at_most_steps_times_repeats_more():
+    from serving.search import confirm
+
+    r = _found(100.0)
+    # each level: repeat 0 VALID, repeat 1 VALID only at ≤ 80: midpoints 85 and 82.5 fail on their second repeat
+    confirm(lambda q, k: {"verdict": "VALID" if k == 0 or q <= 80 else "INVALID"}, r, repeats=2,
+            ladder=(1.0, 0.9, 0.8), bisect_steps=2)
+    assert r.confirmed_qps == pytest.approx(80.0) and r.confirmed_fraction == 0.8
+    assert r.confirm_runs == (3 + 2) * 2  # worst case: (len(ladder) + bisect_steps) × repeats
+    assert r.confirm_trail[-2:] == [(pytest.approx(85.0), 1, 2), (pytest.approx(82.5), 1, 2)]
+
+
+def test_confirm_bisects_nothing_when_the_top_level_holds_or_no_level_holds():
+    from serving.search import confirm
+
+    r = _found(100.0)
+    confirm(lambda q, k: {"verdict": "VALID"}, r, repeats=2, bisect_steps=3)
+    assert r.confirmed_qps == 100.0 and r.confirm_runs == 2
+    r2 = _found(100.0)
+    confirm(lambda q, k: {"verdict": "INVALID"}, r2, repeats=2, ladder=(1.0, 0.5), bisect_steps=3)
+    assert r2.confirmed_qps == 0.0 and r2.confirm_runs == 2
+
+
 def test_extend_bracket_doubles_above_a_lower_bound_until_invalid_and_bisects():
     from serving.search import extend_bracket
 

@@ -266,6 +266,7 @@ def _search(cfg: ServeAppConfig, spec, setup) -> int:
                **{f"{k}_setting": picks[k].setting.label if picks[k] else None for k in picks},
                **{f"{k}_confirm_trail": [list(t) for t in picks[k].confirm_trail] if picks[k] else [] for k in picks},
                **{f"{k}_bounded_above": bool(picks[k] and picks[k].bracketed) for k in picks},
+               **{f"{k}_confirm_disturbed": bool(picks[k] and picks[k].confirm_disturbed) for k in picks},
                "loadavg": list(la),
                "probed_only": [r.setting.label for r in results if r.setting.kind == "ours" and r.runs == 1
                                and r.best_qps > 0],

@@ -374,6 +374,21 @@ def test_confirm_bisects_nothing_when_the_top_level_holds_or_no_level_holds():
     assert r2.confirmed_qps == 0.0 and r2.confirm_runs == 2
 
 
+def test_confirm_stops_at_a_disturbed_run_instead_of_walking_down_the_ladder_on_it():
+    from serving.search import confirm
+
+    r = _found(100.0)
+    points = iter([{"verdict": "INVALID"}, {"verdict": "INVALID", "disturbed": True}])
+    confirm(lambda q, k: next(points), r, repeats=2, ladder=(1.0, 0.9, 0.8))
+    assert r.confirm_disturbed and r.confirmed_qps == 0.0 and r.confirm_runs == 2
+    # in the bisection: the level that held stays the figure, no further midpoint is run
+    r2 = _found(100.0)
+    verdicts = iter([{"verdict": "INVALID"}, {"verdict": "VALID"}, {"verdict": "VALID"},
+                     {"verdict": "VALID", "disturbed": True}])
+    confirm(lambda q, k: next(verdicts), r2, repeats=2, ladder=(1.0, 0.8), bisect_steps=3)
+    assert r2.confirm_disturbed and r2.confirmed_qps == pytest.approx(80.0) and r2.confirm_runs == 4
+
+
 def test_extend_bracket_doubles_above_a_lower_bound_until_invalid_and_bisects():
     from serving.search import extend_bracket
 

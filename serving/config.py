@@ -108,7 +108,7 @@ class SearchConfig:
     rule for naive, static and ours; at most len × confirm_repeats runs)"""
     others_cpu_max: float = 0.25
     """a search or confirmation run during which other processes used more than this many cores (the kernel's CPU
-    counters) is disturbed: run again, at most `disturbed_reruns` times (counted); < 0 turns the check off"""
+    counters) is disturbed: run again if INVALID, at most `disturbed_reruns` times (counted); < 0 turns it off"""
     disturbed_reruns: int = 2
     confirm_bisect_steps: int = 2
     """then bisect this many times between the level that held and the failed one above it (each midpoint by the

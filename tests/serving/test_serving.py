@@ -383,8 +383,8 @@ def test_confirm_stops_at_a_disturbed_run_instead_of_walking_down_the_ladder_on_
     assert r.confirm_disturbed and r.confirmed_qps == 0.0 and r.confirm_runs == 2
     # in the bisection: the level that held stays the figure, no further midpoint is run
     r2 = _found(100.0)
-    verdicts = iter([{"verdict": "INVALID"}, {"verdict": "VALID"}, {"verdict": "VALID"},
-                     {"verdict": "VALID", "disturbed": True}])
+    verdicts = iter([{"verdict": "INVALID"}, {"verdict": "VALID"}, {"verdict": "VALID", "disturbed": True},
+                     {"verdict": "INVALID", "disturbed": True}])
     confirm(lambda q, k: next(verdicts), r2, repeats=2, ladder=(1.0, 0.8), bisect_steps=3)
     assert r2.confirm_disturbed and r2.confirmed_qps == pytest.approx(80.0) and r2.confirm_runs == 4
 
@@ -629,7 +629,7 @@ def test_others_cores_counts_busy_cpu_outside_this_process_tree(tmp_path):
     assert others_cores(None, after) is None and read_counters(10, tmp_path / "nothing") is None
 
 
-def test_run_guarded_reruns_a_disturbed_run_at_most_reruns_times_and_keeps_every_run():
+def test_run_guarded_reruns_a_disturbed_invalid_run_at_most_reruns_times_and_keeps_every_run():
     from serving.interference import CpuCounters, run_guarded
 
     def counters_from(shares):  # successive readings such that the k-th run sees shares[k] cores of others
@@ -641,10 +641,12 @@ def test_run_guarded_reruns_a_disturbed_run_at_most_reruns_times_and_keeps_every
         return iter(readings).__next__
 
     calls = []
-    runs = run_guarded(lambda: calls.append(1) or {"verdict": "VALID"}, counters_from([0.9, 0.5, 0.1]), 0.25, 2)
+    runs = run_guarded(lambda: calls.append(1) or {"verdict": "INVALID"}, counters_from([0.9, 0.5, 0.1]), 0.25, 2)
     assert len(calls) == 3 and [r["disturbed"] for r in runs] == [True, True, False]
     assert [r["others_cpu_cores"] for r in runs] == pytest.approx([0.9, 0.5, 0.1])
-    runs = run_guarded(lambda: {"verdict": "VALID"}, counters_from([0.9, 0.9]), 0.25, 1)
+    runs = run_guarded(lambda: {"verdict": "INVALID"}, counters_from([0.9, 0.9]), 0.25, 1)
     assert len(runs) == 2 and runs[-1]["disturbed"]  # reruns spent: the last run is kept, marked disturbed
-    runs = run_guarded(lambda: {"verdict": "VALID"}, lambda: None, 0.25, 2)
+    runs = run_guarded(lambda: {"verdict": "VALID"}, counters_from([0.9]), 0.25, 2)
+    assert len(runs) == 1 and runs[0]["disturbed"]  # VALID with less CPU: kept, no rerun
+    runs = run_guarded(lambda: {"verdict": "INVALID"}, lambda: None, 0.25, 2)
     assert len(runs) == 1 and runs[0]["others_cpu_cores"] is None and not runs[0]["disturbed"]

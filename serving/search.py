@@ -119,8 +119,9 @@ def confirm(run: Callable[[float, int], dict], result: SearchResult, repeats: in
     failed by the same repeats rule), so the figure is not up to one ladder step low. The same rule for naive,
     static and ours. `run(qps, k)` is the k-th repeat at that level (the caller may give repeats their own
     LoadGen seed and a longer run). An INVALID run marked `disturbed` (other processes' CPU, the caller's
-    reruns spent) stops the confirmation: a failure under disturbance says nothing about the server, so the ladder does not walk
-    down on it; the figure is what held before (0 on the ladder) and `confirm_disturbed` says why. Worst case (len(ladder) + bisect_steps) × repeats runs, all counted; each
+    reruns spent) stops the confirmation: a failure under disturbance says nothing about the server, so the
+    ladder does not walk down on it; the figure is what held before (0 on the ladder) and `confirm_disturbed`
+    says why. Worst case (len(ladder) + bisect_steps) × repeats runs, all counted; each
     level tried is kept in `result.confirm_trail` as (qps, VALID repeats, runs). The level above the confirmed
     one (it failed its repeats) or, at the top level, the search's INVALID run above `best_qps` makes the
     confirmed figure a measured bound, not only a lower one."""

@@ -173,6 +173,7 @@ def _search(cfg: ServeAppConfig, spec, setup) -> int:
     import numpy as np
 
     from serving.build import new_server
+    from serving.interference import read_counters, run_guarded
     from serving.loadgen import run_loadgen
     from serving.report import plot_qps_latency
     from serving.search import confirm, confirm_story, extend_bracket, pick_best, search_all
@@ -192,20 +193,32 @@ def _search(cfg: ServeAppConfig, spec, setup) -> int:
 
     def run(setting, qps: float, repeat: int | None = None) -> dict:
         """One counted LoadGen run; a confirmation repeat gets its own schedule seed and the longer duration."""
-        count[0] += 1
         lg_cfg = s.loadgen
         if repeat is not None:
             lg_cfg = replace(lg_cfg, seed=lg_cfg.seed + 1 + repeat,
                              min_duration_ms=s.search.confirm_duration_ms or lg_cfg.min_duration_ms)
-        p = run_loadgen(new_server(setup, setting.server), setup.queries, lg_cfg,
-                        Path(s.log_dir) / run_id / f"{count[0]:03d}", target_qps=qps)
-        rec = serving_record(run_id, cfg, spec, p, role="search" if repeat is None else "confirm")
-        rec["setting"] = setting.label
-        rec["server_setting"] = OmegaConf.to_container(OmegaConf.structured(setting.server))
-        records.append(rec)
-        print("  " + _line(setting.label if repeat is None else f"{setting.label} confirm #{repeat + 1}", p),
-              flush=True)
-        return p
+        tag = setting.label if repeat is None else f"{setting.label} confirm #{repeat + 1}"
+
+        def once() -> dict:
+            count[0] += 1
+            return run_loadgen(new_server(setup, setting.server), setup.queries, lg_cfg,
+                               Path(s.log_dir) / run_id / f"{count[0]:03d}", target_qps=qps)
+
+        guard = s.search.others_cpu_max >= 0
+        runs = run_guarded(once, read_counters, s.search.others_cpu_max, s.search.disturbed_reruns if guard else 0)
+        for i, p in enumerate(runs):
+            last = i == len(runs) - 1
+            p["disturbed"] = guard and p["disturbed"]
+            role = "search" if repeat is None else "confirm"
+            rec = serving_record(run_id, cfg, spec, p, role=role if last else f"{role}_disturbed")
+            rec["setting"] = setting.label
+            rec["server_setting"] = OmegaConf.to_container(OmegaConf.structured(setting.server))
+            records.append(rec)
+            others = p["others_cpu_cores"]
+            note = "" if others is None else f"; others {others:.2f} cores" + (
+                (", disturbed: run again" if not last else ", disturbed (reruns spent)") if p["disturbed"] else "")
+            print("  " + _line(tag, p) + note, flush=True)
+        return runs[-1]
 
     def log(msg):
         print(msg, flush=True)
@@ -222,10 +235,15 @@ def _search(cfg: ServeAppConfig, spec, setup) -> int:
                 f"{r.best_qps:.1f} QPS, {'bracketed' if r.bracketed else 'still no INVALID above'} ({r.runs} runs)")
         print(f"confirming {kind}: {r.setting.label} from its best VALID {r.best_qps:.1f} QPS, {sc.confirm_repeats} "
               f"repeats of ≥ {sc.confirm_duration_ms or s.loadgen.min_duration_ms} ms per level, ladder "
-              f"{list(sc.confirm_ladder)}", flush=True)
-        confirm(lambda q, k, st=r.setting: run(st, q, k), r, sc.confirm_repeats, tuple(sc.confirm_ladder))
+              f"{list(sc.confirm_ladder)}, then {sc.confirm_bisect_steps} bisection step(s) below the failed level",
+              flush=True)
+        confirm(lambda q, k, st=r.setting: run(st, q, k), r, sc.confirm_repeats, tuple(sc.confirm_ladder),
+                sc.confirm_bisect_steps)
         log(f"confirm {kind}: " + confirm_story(r, sc.confirm_repeats))
-    total = sum(r.runs + r.confirm_runs for r in results)
+    total = count[0]  # every LoadGen run, disturbed ones re-run included
+    disturbed = sum(1 for rec in records if rec["point"].get("disturbed"))
+    kept_disturbed = sum(1 for rec in records
+                         if rec["point"].get("disturbed") and rec["role"] in ("search", "confirm"))
     la = os.getloadavg()
 
     def val(kind, attr):
@@ -240,11 +258,15 @@ def _search(cfg: ServeAppConfig, spec, setup) -> int:
                "bound_ms": s.loadgen.latency_ms, "percentile": s.loadgen.percentile, "loadgen_runs": total,
                "confirm_runs": sum(r.confirm_runs for r in results),
                "confirm_duration_ms": sc.confirm_duration_ms or s.loadgen.min_duration_ms,
+               "confirm_bisect_steps": sc.confirm_bisect_steps,
+               "disturbed_runs": disturbed, "disturbed_kept": kept_disturbed, "others_cpu_max": sc.others_cpu_max,
+               "search_duration_ms": s.loadgen.min_duration_ms,
                **{f"{k}_qps": v for k, v in confirmed.items()},
                **{f"{k}_best_seen_qps": val(k, "best_qps") for k in picks},
                **{f"{k}_setting": picks[k].setting.label if picks[k] else None for k in picks},
                **{f"{k}_confirm_trail": [list(t) for t in picks[k].confirm_trail] if picks[k] else [] for k in picks},
                **{f"{k}_bounded_above": bool(picks[k] and picks[k].bracketed) for k in picks},
+               **{f"{k}_confirm_disturbed": bool(picks[k] and picks[k].confirm_disturbed) for k in picks},
                "loadavg": list(la),
                "probed_only": [r.setting.label for r in results if r.setting.kind == "ours" and r.runs == 1
                                and r.best_qps > 0],
@@ -255,7 +277,8 @@ def _search(cfg: ServeAppConfig, spec, setup) -> int:
           f"({summary['static_setting']}), ours {summary['ours_qps']:.1f} ({summary['ours_setting']}); highest single "
           f"VALID run: naive {summary['naive_best_seen_qps']:.1f}, static {summary['static_best_seen_qps']:.1f}, ours "
           f"{summary['ours_best_seen_qps']:.1f}; {total} LoadGen runs ({summary['confirm_runs']} of them "
-          f"confirmation runs of ≥ {summary['confirm_duration_ms']} ms); loadavg {la[0]:.2f}"
+          f"confirmation runs of ≥ {summary['confirm_duration_ms']} ms; {disturbed} disturbed by other processes "
+          f"(> {sc.others_cpu_max:g} cores), {kept_disturbed} of them kept after the reruns); loadavg {la[0]:.2f}"
           + (f"; lower bounds only (no INVALID above): {summary['unbracketed']}" if summary["unbracketed"] else "")
           + (f"; {len(summary['probed_only'])} candidate(s) of ours VALID at the probe but not bisected "
              f"(max_settings={sc.max_settings}): not reported" if summary["probed_only"] else ""))
@@ -275,7 +298,8 @@ def _search(cfg: ServeAppConfig, spec, setup) -> int:
     print(f"plot: {png}")
     summary["plot"] = str(png)
     how = (f"highest target QPS LoadGen called VALID, then backed off down {list(sc.confirm_ladder)} of it until "
-           f"{sc.confirm_repeats} repeats of ≥ {summary['confirm_duration_ms']} ms were all VALID; bisection, "
+           f"{sc.confirm_repeats} repeats of ≥ {summary['confirm_duration_ms']} ms were all VALID, then "
+           f"{sc.confirm_bisect_steps} bisection step(s) between that level and the failed one above; bisection, "
            f"{total} LoadGen runs in all; load average {la[0]:.2f}")
     summary["metrics"] = [metric(f"{k}_qps_at_bound", confirmed[k], "queries/s", how) for k in picks] + [
         metric("loadgen_runs", total, "runs", "LoadGen runs the search spent (the budget)")]

@@ -106,6 +106,13 @@ class SearchConfig:
     confirm_ladder: list[float] = field(default_factory=lambda: [1.0, 0.95, 0.9, 0.8, 0.7, 0.6, 0.5])
     """confirmation backs off down these fractions of a kind's highest VALID QPS until one repeats VALID (the same
     rule for naive, static and ours; at most len × confirm_repeats runs)"""
+    others_cpu_max: float = 0.25
+    """a search or confirmation run during which other processes used more than this many cores (the kernel's CPU
+    counters) is disturbed: run again if INVALID, at most `disturbed_reruns` times (counted); < 0 turns it off"""
+    disturbed_reruns: int = 2
+    confirm_bisect_steps: int = 2
+    """then bisect this many times between the level that held and the failed one above it (each midpoint by the
+    same repeats rule; ≤ steps × confirm_repeats more runs), so a figure is not up to one ladder step low"""
     confirm_duration_ms: int = 10000
     """LoadGen's min duration of each confirmation run (0 = the search runs' serving.loadgen.min_duration_ms):
     longer than a search run so that a VALID verdict near the knee rests on more queries"""
@@ -191,6 +198,9 @@ def check_serving(cfg: ServingConfig, cuda: bool = False) -> None:
     lad = list(sc.confirm_ladder)
     _require(len(lad) > 0 and all(0 < f <= 1 for f in lad) and all(lad[i] > lad[i + 1] for i in range(len(lad) - 1)),
              f"serving.search.confirm_ladder={lad}: need fractions in (0, 1], strictly decreasing")
+    _require(sc.disturbed_reruns >= 0, f"serving.search.disturbed_reruns={sc.disturbed_reruns}: must be ≥ 0")
+    _require(sc.confirm_bisect_steps >= 0,
+             f"serving.search.confirm_bisect_steps={sc.confirm_bisect_steps}: must be ≥ 0 (0 = the ladder only)")
     _require(sc.confirm_duration_ms >= 0, f"serving.search.confirm_duration_ms={sc.confirm_duration_ms}: must be ≥ 0 "
              "(0 = the search runs' min duration)")
     _require(len(sc.worker_kinds) > 0 and all(k in WORKER_KINDS for k in sc.worker_kinds),

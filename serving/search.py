@@ -15,7 +15,8 @@ highest VALID QPS seen. Three servers are compared at the same bound:
 Runs: naive and each static B cost ≤ bracket_runs + steps; each candidate one probe, a bisected one ≤ bracket_runs
 + steps more. Then each kind's best setting: if no INVALID run lies above its best VALID QPS, `extend_bracket`
 (≤ bracket_runs + steps); and `confirm`: repeats at its best VALID QPS, backing off down a fixed ladder of
-fractions of it until a level repeats VALID (≤ len(ladder) × confirm_repeats). Every run is counted.
+fractions of it until a level repeats VALID, then bisecting between that level and the failed one above it
+(≤ (len(ladder) + confirm_bisect_steps) × confirm_repeats). Every run is counted.
 """
 from __future__ import annotations
 
@@ -57,6 +58,9 @@ class SearchResult:
     confirm_points: list[dict] = field(default_factory=list)
     confirm_trail: list[tuple[float, int, int]] = field(default_factory=list)
     """each level tried: (QPS, VALID repeats, runs spent)"""
+    confirm_disturbed: bool = False
+    """confirmation stopped at a run that other processes disturbed (the caller's reruns spent): the figure is
+    what held before it (0 on the ladder), not a verdict on the server"""
 
     @property
     def runs(self) -> int:
@@ -108,30 +112,58 @@ def bisect_qps(run: Callable[[float], dict], start: float, steps: int, bracket_r
 
 
 def confirm(run: Callable[[float, int], dict], result: SearchResult, repeats: int,
-            ladder: tuple[float, ...] | list[float] = CONFIRM_LADDER) -> SearchResult:
+            ladder: tuple[float, ...] | list[float] = CONFIRM_LADDER, bisect_steps: int = 0) -> SearchResult:
     """Confirm the setting's highest VALID QPS (`best_qps`) by `repeats` runs that are all VALID; when one fails,
-    back off down a fixed ladder of fractions of it (1.0, 0.95, 0.9, 0.8, … by default) until a level holds. The
-    same rule for naive, static and ours. `run(qps, k)` is the k-th repeat at that level (the caller may give
-    repeats their own LoadGen seed and a longer run). Worst case len(ladder) × repeats runs, all counted; each
+    back off down a fixed ladder of fractions of it (1.0, 0.95, 0.9, 0.8, … by default) until a level holds. Then,
+    when a level above the held one failed, bisect between the two `bisect_steps` times (each midpoint held or
+    failed by the same repeats rule), so the figure is not up to one ladder step low. The same rule for naive,
+    static and ours. `run(qps, k)` is the k-th repeat at that level (the caller may give repeats their own
+    LoadGen seed and a longer run). An INVALID run marked `disturbed` (other processes' CPU, the caller's
+    reruns spent) stops the confirmation: a failure under disturbance says nothing about the server, so the
+    ladder does not walk down on it; the figure is what held before (0 on the ladder) and `confirm_disturbed`
+    says why. Worst case (len(ladder) + bisect_steps) × repeats runs, all counted; each
     level tried is kept in `result.confirm_trail` as (qps, VALID repeats, runs). The level above the confirmed
     one (it failed its repeats) or, at the top level, the search's INVALID run above `best_qps` makes the
     confirmed figure a measured bound, not only a lower one."""
     top = result.best_qps
     if top <= 0:
         return result
-    for f in ladder:
-        q = top * f
+
+    def holds(q: float) -> bool:
         ok = 0
         for k in range(repeats):
             p = run(q, k)
             result.confirm_points.append(p)
-            if not _valid(p):
+            if p.get("disturbed") and not _valid(p):
+                result.confirm_disturbed = True
+            if not _valid(p) or result.confirm_disturbed:
                 break
             ok += 1
         result.confirm_trail.append((q, ok, min(ok + 1, repeats)))
-        if ok == repeats:
+        return ok == repeats
+
+    failed = None
+    for f in ladder:
+        q = top * f
+        if holds(q):
             result.confirmed_qps, result.confirmed_fraction = q, f
+            break
+        if result.confirm_disturbed:
             return result
+        failed = q
+    if result.confirmed_qps <= 0 or failed is None:
+        return result
+    lo, hi = result.confirmed_qps, failed
+    for _ in range(bisect_steps):
+        if result.confirm_disturbed:
+            break
+        mid = (lo + hi) / 2
+        if holds(mid):
+            lo = mid
+        else:
+            hi = mid
+    if lo > result.confirmed_qps:
+        result.confirmed_qps, result.confirmed_fraction = lo, lo / top
     return result
 
 
@@ -152,6 +184,8 @@ def confirm_story(result: SearchResult, repeats: int) -> str:
         end = f"confirmed {result.confirmed_qps:.1f} QPS ({result.confirmed_fraction:.2f}x of the best VALID run)"
     else:
         end = "none confirmed"
+    if result.confirm_disturbed:
+        end += "; stopped at a run disturbed by other processes"
     return f"{result.setting.label}: {steps} → {end}; {result.confirm_runs} confirmation runs"
 
 

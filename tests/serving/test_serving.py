@@ -334,6 +334,61 @@ def test_confirm_runs_nothing_for_a_setting_never_valid():
     assert r.confirm_runs == 0 and r.confirmed_qps == 0.0
 
 
+def test_confirm_bisects_between_the_held_level_and_the_failed_one_above_by_the_same_repeats_rule():
+    from serving.search import confirm
+
+    r, runs = _found(100.0), []
+
+    def run(q, k):  # repeats VALID up to 87 QPS: the ladder holds at 80, bisection moves up towards 87
+        runs.append(q)
+        return {"verdict": "VALID" if q <= 87 else "INVALID"}
+
+    confirm(run, r, repeats=2, ladder=(1.0, 0.9, 0.8), bisect_steps=3)
+    # 90 failed, 80 held: 85 holds, 87.5 fails, 86.25 holds
+    assert r.confirmed_qps == pytest.approx(86.25) and r.confirmed_fraction == pytest.approx(0.8625)
+    assert runs == pytest.approx([100.0, 90.0, 80.0, 80.0, 85.0, 85.0, 87.5, 86.25, 86.25])
+    assert r.confirm_runs == 9 and [round(q, 2) for q, _, _ in r.confirm_trail] == [100.0, 90.0, 80.0, 85.0, 87.5,
+                                                                                     86.25]
+
+
+def test_confirm_bisection_needs_every_repeat_of_a_midpoint_and_spends_at_most_steps_times_repeats_more():
+    from serving.search import confirm
+
+    r = _found(100.0)
+    # each level: repeat 0 VALID, repeat 1 VALID only at ≤ 80: midpoints 85 and 82.5 fail on their second repeat
+    confirm(lambda q, k: {"verdict": "VALID" if k == 0 or q <= 80 else "INVALID"}, r, repeats=2,
+            ladder=(1.0, 0.9, 0.8), bisect_steps=2)
+    assert r.confirmed_qps == pytest.approx(80.0) and r.confirmed_fraction == 0.8
+    assert r.confirm_runs == (3 + 2) * 2  # worst case: (len(ladder) + bisect_steps) × repeats
+    assert r.confirm_trail[-2:] == [(pytest.approx(85.0), 1, 2), (pytest.approx(82.5), 1, 2)]
+
+
+def test_confirm_bisects_nothing_when_the_top_level_holds_or_no_level_holds():
+    from serving.search import confirm
+
+    r = _found(100.0)
+    confirm(lambda q, k: {"verdict": "VALID"}, r, repeats=2, bisect_steps=3)
+    assert r.confirmed_qps == 100.0 and r.confirm_runs == 2
+    r2 = _found(100.0)
+    confirm(lambda q, k: {"verdict": "INVALID"}, r2, repeats=2, ladder=(1.0, 0.5), bisect_steps=3)
+    assert r2.confirmed_qps == 0.0 and r2.confirm_runs == 2
+
+
+def test_confirm_stops_at_a_disturbed_run_instead_of_walking_down_the_ladder_on_it():
+    from serving.search import confirm
+
+    r = _found(100.0)
+    points = iter([{"verdict": "INVALID"}, {"verdict": "INVALID", "disturbed": True}])
+    confirm(lambda q, k: next(points), r, repeats=2, ladder=(1.0, 0.9, 0.8))
+    assert r.confirm_disturbed and r.confirmed_qps == 0.0 and r.confirm_runs == 2
+    # in the bisection: the level that held stays the figure, no further midpoint is run
+    r2 = _found(100.0)
+    verdicts = iter([{"verdict": "INVALID"}, {"verdict": "VALID"}, {"verdict": "VALID", "disturbed": True},
+                     {"verdict": "INVALID", "disturbed": True}])
+    confirm(lambda q, k: next(verdicts), r2, repeats=2, ladder=(1.0, 0.8), bisect_steps=3)
+    assert r2.confirm_disturbed and r2.confirmed_qps == pytest.approx(80.0) and r2.confirm_runs == 4
+
+
 def test_extend_bracket_doubles_above_a_lower_bound_until_invalid_and_bisects():
     from serving.search import extend_bracket
 
@@ -372,6 +427,15 @@ def test_check_serving_refuses_a_confirm_ladder_that_is_not_decreasing_fractions
     cfg = ServingConfig()
     cfg.search.confirm_ladder = ladder
     with pytest.raises(ServingError, match="confirm_ladder"):
+        check_serving(cfg)
+
+
+def test_check_serving_refuses_a_negative_confirm_bisection_count():
+    from serving.config import ServingConfig, check_serving
+
+    cfg = ServingConfig()
+    cfg.search.confirm_bisect_steps = -1
+    with pytest.raises(ServingError, match="confirm_bisect_steps=-1"):
         check_serving(cfg)
 
 
@@ -536,3 +600,53 @@ def test_whatif_with_repeats_compares_the_median_of_each_loads_runs_and_counts_t
         lo, hi = row["model_p99_band_ms"]
         assert row["runs_in_band"] == sum(lo <= v <= hi for v in row["measured_p99_runs_ms"])
     assert "inside the model's band" in r.stdout and "median of 2 runs per load" in r.stdout
+
+
+def _fake_proc(root, cpu: list[int], procs: dict[int, tuple[str, int, int, int]]):
+    """A /proc with /proc/stat's cpu line and, per pid, (command name, ppid, utime, stime)."""
+    root.mkdir(exist_ok=True)
+    (root / "stat").write_text("cpu  " + " ".join(map(str, cpu)) + "\ncpu0 0\ncpu1 0\nintr 0\n")
+    for pid, (name, ppid, ut, st) in procs.items():
+        (root / str(pid)).mkdir(exist_ok=True)
+        rest = ["S", str(ppid)] + ["0"] * 9 + [str(ut), str(st)] + ["0"] * 5
+        (root / str(pid) / "stat").write_text(f"{pid} ({name}) " + " ".join(rest) + "\n")
+
+
+def test_others_cores_counts_busy_cpu_outside_this_process_tree(tmp_path):
+    from serving.interference import others_cores, read_counters
+
+    proc = tmp_path / "proc"
+    # user nice system idle iowait irq softirq steal; pid 10 = us, 11 our worker (name with ') ('), 20 another job
+    _fake_proc(proc, [100, 0, 0, 100, 0, 0, 0, 0], {10: ("py", 1, 50, 0), 11: ("w) (x", 10, 10, 0),
+                                                    20: ("job", 1, 0, 0)})
+    before = read_counters(10, proc)
+    assert before.busy == 100 and before.total == 200 and before.own == 60 and before.cpus == 2
+    # 200 jiffies pass on 2 CPUs (100 per CPU): ours used 60, the other job 90, idle 50
+    _fake_proc(proc, [250, 0, 0, 150, 0, 0, 0, 0], {10: ("py", 1, 80, 0), 11: ("w) (x", 10, 40, 0),
+                                                    20: ("job", 1, 90, 0)})
+    after = read_counters(10, proc)
+    assert after.own == 120 and others_cores(before, after) == pytest.approx(0.9)
+    assert others_cores(None, after) is None and read_counters(10, tmp_path / "nothing") is None
+
+
+def test_run_guarded_reruns_a_disturbed_invalid_run_at_most_reruns_times_and_keeps_every_run():
+    from serving.interference import CpuCounters, run_guarded
+
+    def counters_from(shares):  # successive readings such that the k-th run sees shares[k] cores of others
+        readings, busy, total = [], 0, 0
+        for sh in shares:
+            readings.append(CpuCounters(busy, total, 0, 2))
+            busy, total = busy + int(100 * sh), total + 200
+            readings.append(CpuCounters(busy, total, 0, 2))
+        return iter(readings).__next__
+
+    calls = []
+    runs = run_guarded(lambda: calls.append(1) or {"verdict": "INVALID"}, counters_from([0.9, 0.5, 0.1]), 0.25, 2)
+    assert len(calls) == 3 and [r["disturbed"] for r in runs] == [True, True, False]
+    assert [r["others_cpu_cores"] for r in runs] == pytest.approx([0.9, 0.5, 0.1])
+    runs = run_guarded(lambda: {"verdict": "INVALID"}, counters_from([0.9, 0.9]), 0.25, 1)
+    assert len(runs) == 2 and runs[-1]["disturbed"]  # reruns spent: the last run is kept, marked disturbed
+    runs = run_guarded(lambda: {"verdict": "VALID"}, counters_from([0.9]), 0.25, 2)
+    assert len(runs) == 1 and runs[0]["disturbed"]  # VALID with less CPU: kept, no rerun
+    runs = run_guarded(lambda: {"verdict": "INVALID"}, lambda: None, 0.25, 2)
+    assert len(runs) == 1 and runs[0]["others_cpu_cores"] is None and not runs[0]["disturbed"]

@@ -27,7 +27,7 @@ from sharding.layouts import column_splits, row_ranges, row_sizes, table_plan
 from sharding.lns import loads_of
 from sharding.plan import ShardingPlan, ShardingType
 from sharding.search import _TOL, HOT_RANKS, STYPES, Loads, Piece, Resources, local_search
-from sharding.search_kernels import better, place_cut
+from sharding.search_kernels import better, place_all, place_cut
 
 __all__ = ["Builder", "NoFit", "repolish", "retype", "Option", "RETYPE_ROUNDS"]
 
@@ -220,33 +220,29 @@ class Builder:
         least TorchRec perf, as TorchRec's greedy partitioner places them)."""
         if not pieces:
             return
-        if self.least_loaded:
-            taken: dict[str, list[int]] = {}
-            for i in np.argsort(-np.array([p.vec[-1] for p in pieces]), kind="stable"):
-                p = pieces[i]
-                ok = state.fits(p.mem)
-                ok[taken.setdefault(p.table, [])] = False
-                if not ok.any():
-                    raise NoFit(p.table)
-                r = int(np.argmin(np.where(ok, state.L[-1], np.inf)))
-                state.put(r, p.st, p.vec, p.mem)
-                p.rank = r
-                taken[p.table].append(r)
-            return
         vecs = np.array([p.vec for p in pieces])
-        total = vecs.sum(axis=0) + state.L.sum(axis=1)
-        share = (vecs / np.where(total > 0, total, 1.0)).max(axis=1)
-        taken: dict[str, list[int]] = {}
-        for i in np.argsort(-share, kind="stable"):
-            p = pieces[i]
-            ok = state.fits(p.mem)
-            ok[taken.setdefault(p.table, [])] = False
-            r = state.place_best(p.gi, p.vec, ok)
-            if r < 0:
-                raise NoFit(p.table)
-            state.put(r, p.st, p.vec, p.mem)
+        if self.least_loaded:
+            order = np.argsort(-vecs[:, -1], kind="stable")
+        else:
+            total = vecs.sum(axis=0) + state.L.sum(axis=1)
+            share = (vecs / np.where(total > 0, total, 1.0)).max(axis=1)
+            order = np.argsort(-share, kind="stable")
+        ids: dict[str, int] = {}
+        tables = np.array([ids.setdefault(p.table, len(ids)) for p in pieces], dtype=np.int64)
+        groups = np.array([p.gi for p in pieces], dtype=np.int64)
+        mems = np.array([[p.mem.get(t, 0.0) for t in state.tiers] for p in pieces])
+        used = np.stack([state.used[t] for t in state.tiers])
+        cap = np.array([state.cap[t] for t in state.tiers], dtype=np.float64)
+        ranks = np.full(len(pieces), -1, dtype=np.int64)
+        res = state.res  # the greedy loop in one compiled call: `state.fits`, `place_best` and `put` per piece
+        bad = place_all(state.L, state.count, res.hold, res.weight, res.s0, res.s1, state.const, order, groups,
+                        tables, vecs, mems, used, cap, ranks, self.least_loaded)
+        for i, t in enumerate(state.tiers):
+            state.used[t][:] = used[i]
+        for p, r in zip(pieces, ranks.tolist(), strict=True):
             p.rank = r
-            taken[p.table].append(r)
+        if bad >= 0:
+            raise NoFit(pieces[bad].table)
 
     def finish(self, state: Loads, pieces: list[Piece], layout: dict[str, tuple[ShardingType, list[int]]],
                ) -> ShardingPlan:

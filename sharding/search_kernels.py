@@ -16,7 +16,7 @@ import numba
 import numpy as np
 from numba import njit
 
-__all__ = ["summary", "top3", "try_rank", "place_best", "place_cut", "host_scores", "place_scores", "move_scores", "swap_scores", "pairwise_sum"]
+__all__ = ["summary", "top3", "try_rank", "place_best", "place_all", "place_cut", "host_scores", "place_scores", "move_scores", "swap_scores", "pairwise_sum"]
 
 _TOL = 1e-12
 _ROOM = 1 + 1e-12  # as `Bins.fits`: a tier fits up to its capacity × (1 + 1e-12)
@@ -191,6 +191,41 @@ def place_cut(L, count, hold, weight, w0, w1, const, first_const, after_const, g
         top[x] = L[x].max()
     j, s = _score(top, w0, w1, after_const, True)
     return ranks, j, s
+
+
+@njit(cache=True)
+def place_all(L, count, hold, weight, w0, w1, const, order, groups, tables, vecs, mems, used, cap, ranks,  # noqa: ANN001
+              least_loaded) -> int:
+    """`pack.Builder.place`'s greedy loop: pieces `order` (piece i: group groups[i], table tables[i], vector
+    vecs[i], bytes per tier mems[i]) each onto the rank `place_best` picks (`least_loaded`: the first with the least
+    TorchRec perf, the last row of L) among those with room and without a piece of its table, then `_put` there;
+    ranks[i] gets the rank. Returns the first piece that fits nowhere (the
+    loads then hold the pieces placed before it), or −1."""
+    W = L.shape[1]
+    prev = np.full(ranks.shape[0], -1, dtype=np.int64)  # the piece of the same table placed before this one
+    last = np.full(tables.max() + 1 if tables.shape[0] else 0, -1, dtype=np.int64)
+    ok = np.empty(W, dtype=np.bool_)
+    for i in order:
+        for b in range(W):
+            ok[b] = _fits(used, cap, mems[i], b)
+        x = last[tables[i]]
+        while x >= 0:
+            ok[ranks[x]] = False
+            x = prev[x]
+        if least_loaded:  # `np.argmin` of the last row among ok ranks: the first least
+            r, lo = -1, np.inf
+            for b in range(W):
+                if ok[b] and (r < 0 or L[-1, b] < lo):
+                    r, lo = b, L[-1, b]
+        else:
+            r = place_best(L, count, hold, weight, w0, w1, const, groups[i], vecs[i], ok)
+        if r < 0:
+            return i
+        _put(L, count, hold, used, mems[i], r, groups[i], vecs[i])
+        ranks[i] = r
+        prev[i] = last[tables[i]]
+        last[tables[i]] = i
+    return -1
 
 
 @njit(cache=True)

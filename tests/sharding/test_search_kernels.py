@@ -14,6 +14,7 @@ from sharding.search_kernels import (
     _best_of,
     move_scores,
     pairwise_sum,
+    place_all,
     place_cut,
     place_scores,
     summary,
@@ -124,6 +125,55 @@ def test_a_column_wise_cut_trial_places_and_scores_as_the_numpy_greedy(seed: int
                 _refresh_const(state)
                 assert (j, s) == state.objective()
             _restore(state, snap)
+
+
+@pytest.mark.parametrize(("seed", "ranks", "least_loaded", "room"), [
+    (16, 2, False, 3.0), (17, 8, False, 3.0), (18, 16, False, 0.8), (19, 8, True, 3.0), (20, 16, True, 0.8)])
+def test_the_greedy_placement_kernel_places_as_the_numpy_loop(seed: int, ranks: int, least_loaded: bool,
+                                                             room: float) -> None:
+    """`place_all` against `Builder.place`'s former loop (`fits`, the table's taken ranks, `place_best` or the
+    least TorchRec perf, `put`): the same ranks and bitwise the same loads and bytes. Capacities are `room` times
+    what the pieces need: below 1, some piece fits nowhere."""
+    state, _ = _state(seed, ranks, "train")
+    res, rng = state.res, np.random.default_rng(seed)
+    pieces = []
+    for t in res.cost.workload.tables:
+        st, k = (TW, 1) if rng.random() < 0.6 else (CW, min(2 + int(rng.integers(3)), ranks))
+        v, m = res.shard(t, st, t.rows, max(t.dim // k, 1), "hbm", 1.0)
+        pieces += [(t.name, st, v, m)] * k
+    for x in state.tiers:
+        state.cap[x] = (state.used[x].sum() + sum(m.get(x, 0.0) for *_, m in pieces)) * room / ranks
+    order = rng.permutation(len(pieces))
+    ids: dict[str, int] = {}
+    tables = np.array([ids.setdefault(n, len(ids)) for n, *_ in pieces], dtype=np.int64)
+    used = np.stack([state.used[x] for x in state.tiers])
+    cap = np.array([state.cap[x] for x in state.tiers])
+    L, count, got = state.L.copy(), state.count.copy(), np.full(len(pieces), -1, dtype=np.int64)
+    bad = place_all(L, count, res.hold, res.weight, res.s0, res.s1, state.const, order,
+                    np.array([STYPES.index(st) for _, st, *_ in pieces], dtype=np.int64), tables,
+                    np.array([v for *_, v, _ in pieces]), np.array([[m.get(x, 0.0) for x in state.tiers]
+                                                                     for *_, m in pieces]), used, cap, got,
+                    least_loaded)
+    want, taken, stop = np.full(len(pieces), -1), {}, -1
+    for i in order:
+        name, st, v, m = pieces[i]
+        ok = state.fits(m)
+        ok[taken.setdefault(name, [])] = False
+        if least_loaded:
+            r = int(np.argmin(np.where(ok, state.L[-1], np.inf))) if ok.any() else -1
+        else:
+            r = state.place_best(STYPES.index(st), v, ok)
+        if r < 0:
+            stop = int(i)
+            break
+        state.put(r, st, v, m)
+        want[i] = r
+        taken[name].append(r)
+    assert (stop >= 0) == (room < 1)
+    assert bad == stop
+    assert got.tolist() == want.tolist()
+    assert np.array_equal(L, state.L) and np.array_equal(count, state.count)
+    assert all(np.array_equal(used[i], state.used[x]) for i, x in enumerate(state.tiers))
 
 
 @pytest.mark.parametrize(("seed", "hardware", "ranks"), [(13, "dgx_h100", 8), (14, "dgx_h100_x2", 16),

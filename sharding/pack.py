@@ -27,7 +27,7 @@ from sharding.layouts import column_splits, row_ranges, row_sizes, table_plan
 from sharding.lns import loads_of
 from sharding.plan import ShardingPlan, ShardingType
 from sharding.search import _TOL, HOT_RANKS, STYPES, Loads, Piece, Resources, local_search
-from sharding.search_kernels import better, place_all, place_cut
+from sharding.search_kernels import better, place_all, place_cut, place_groups
 
 __all__ = ["Builder", "NoFit", "repolish", "retype", "Option", "RETYPE_ROUNDS"]
 
@@ -184,13 +184,22 @@ class Builder:
                 layout[t.name] = (st, [])
         if any(state.used[k].max() > state.cap[k] for k in state.tiers):
             raise NoFit("row-wise and data-parallel shards alone overfill a rank")
-        for _, name, shards in sorted(groups, key=lambda g: -g[0]):
-            best = _best_host(state, shards, state.const)
-            if best < 0:
-                raise NoFit(name)
-            for r, (v, m) in zip(range(best * h, best * h + h), shards, strict=True):
-                state.put(r, TWRW, v, m)
-            layout[name] = (TWRW, list(range(best * h, best * h + h)))
+        if groups:  # largest first, each on its best host (`_best_host`, then `put`), in one compiled call
+            groups.sort(key=lambda g: -g[0])
+            res = self.res
+            used = np.stack([state.used[x] for x in state.tiers])
+            hosts = np.full(len(groups), -1, dtype=np.int64)
+            bad = place_groups(state.L, state.count, res.hold, res.s0, res.s1, state.const, STYPES.index(TWRW),
+                               np.array([[v for v, _ in shards] for *_, shards in groups]),
+                               np.array([[[m.get(x, 0.0) for x in state.tiers] for _, m in shards]
+                                         for *_, shards in groups]),
+                               used, np.array([state.cap[x] for x in state.tiers], dtype=np.float64), hosts)
+            for i, x in enumerate(state.tiers):
+                state.used[x][:] = used[i]
+            if bad >= 0:
+                raise NoFit(groups[bad][1])
+            for (_, name, _), best in zip(groups, hosts.tolist(), strict=True):
+                layout[name] = (TWRW, list(range(best * h, best * h + h)))
         self.place(state, pieces)
         return self.finish(state, pieces, layout)
 
@@ -374,7 +383,8 @@ def _lexmin(ok: np.ndarray, j: np.ndarray, s: np.ndarray) -> int:
 
 def _best_host(state: Loads, shards: list[tuple[np.ndarray, dict[str, float]]], const: float) -> int:
     """The host whose ranks take a table-row-wise group (shards[i] on its i-th rank) with the least (J,
-    secondary), the first on ties; −1 if it fits on no host."""
+    secondary), the first on ties; −1 if it fits on no host (`search_kernels.place_groups` repeats it; the tests
+    check the kernel against it)."""
     return _lexmin(*state.host_scores(STYPES.index(TWRW), shards, const))
 
 

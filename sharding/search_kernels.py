@@ -16,7 +16,7 @@ import numba
 import numpy as np
 from numba import njit
 
-__all__ = ["summary", "top3", "try_rank", "place_best", "place_all", "place_cut", "host_scores", "place_scores", "move_scores", "swap_scores", "pairwise_sum"]
+__all__ = ["summary", "top3", "try_rank", "place_best", "place_all", "place_groups", "place_cut", "host_scores", "place_scores", "move_scores", "swap_scores", "pairwise_sum"]
 
 _TOL = 1e-12
 _ROOM = 1 + 1e-12  # as `Bins.fits`: a tier fits up to its capacity × (1 + 1e-12)
@@ -256,6 +256,30 @@ def host_scores(L, count, hold, w0, w1, const, g, vecs, mems, used, cap):  # noq
             new[k] = _max(top[k], m)
         J[x], S[x] = _score(new, w0, w1, const, n == 1)
     return ok, J, S
+
+
+@njit(cache=True)
+def place_groups(L, count, hold, w0, w1, const, g, vecs, mems, used, cap, hosts) -> int:  # noqa: ANN001
+    """`pack.Builder.pack`'s table-row-wise loop: group i (vecs[i], mems[i]: its h shards) onto the host with the
+    least (J, secondary) by `host_scores` among those with room, the first on ties (`pack._lexmin`), shard j on the
+    host's j-th rank (`_put`); hosts[i] gets the host. Returns the first group that fits on no host, or −1."""
+    h = vecs.shape[1]
+    for i in range(vecs.shape[0]):
+        ok, J, S = host_scores(L, count, hold, w0, w1, const, g, vecs[i], mems[i], used, cap)
+        best, jm, sm = -1, np.inf, np.inf
+        for x in range(ok.shape[0]):  # the least J among ok hosts
+            if ok[x] and (best < 0 or J[x] < jm):
+                best, jm = x, J[x]
+        if best < 0:
+            return i
+        best = -1
+        for x in range(ok.shape[0]):  # then the least secondary among those at that J
+            if ok[x] and J[x] == jm and (best < 0 or S[x] < sm):
+                best, sm = x, S[x]
+        for j in range(h):
+            _put(L, count, hold, used, mems[i, j], best * h + j, g, vecs[i, j])
+        hosts[i] = best
+    return -1
 
 
 @njit(cache=True)

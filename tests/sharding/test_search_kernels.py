@@ -7,7 +7,7 @@ import pytest
 
 from sharding import CostModel, load_topology
 from sharding.layouts import row_ranges
-from sharding.pack import _place_new, _refresh_const, _restore, _snapshot
+from sharding.pack import _best_host, _place_new, _refresh_const, _restore, _snapshot
 from sharding.plan import ShardingType
 from sharding.search import STYPES, Loads, Resources, best_of
 from sharding.search_kernels import (
@@ -16,6 +16,7 @@ from sharding.search_kernels import (
     pairwise_sum,
     place_all,
     place_cut,
+    place_groups,
     place_scores,
     summary,
     swap_scores,
@@ -193,6 +194,48 @@ def test_host_scores_are_the_numpy_ones_bit_for_bit(seed: int, hardware: str, ra
         want = state.host_scores_reference(STYPES.index(TWRW), shards, state.const)
         for x, y in zip(got, want, strict=True):
             assert np.array_equal(x, y)
+
+
+@pytest.mark.parametrize(("seed", "hardware", "ranks", "room"), [(21, "dgx_h100_x2", 16, 3.0),
+                                                                 (22, "dgx_h100_x8", 32, 3.0),
+                                                                 (23, "dgx_h100_x8", 32, 0.8)])
+def test_the_table_row_wise_kernel_places_groups_as_the_numpy_loop(seed: int, hardware: str, ranks: int,
+                                                                  room: float) -> None:
+    """`place_groups` against the loop it replaced (`pack._best_host`, then `put` of each shard): the same hosts
+    and bitwise the same loads and bytes; capacities `room` times what is placed (below 1: some group fits on no
+    host)."""
+    wl = PlanWorkload(load_tables(f"random:{ranks * 2}:{seed}"), 2048)
+    topo = load_topology(hardware, ranks)
+    res = Resources(CostModel(wl, topo), TorchRecCostModel(wl, topo), (1e-3, 2e-3))
+    state = Loads(res, topo, {TW, TWRW})
+    rng = np.random.default_rng(seed)
+    for t in wl.tables[:ranks]:
+        state.put(int(rng.integers(ranks)), TW, *res.shard(t, TW, t.rows, t.dim, "hbm", 1.0))
+    h = topo.ranks_per_host
+    groups = [[res.shard(t, TWRW, hi - lo, t.dim, "hbm", 1.0) for lo, hi in row_ranges(t.rows, h)]
+              for t in wl.tables[ranks:]]
+    for x in state.tiers:
+        state.cap[x] = (state.used[x].sum() + sum(m.get(x, 0.0) for g in groups for _, m in g)) * room / ranks
+    used = np.stack([state.used[x] for x in state.tiers])
+    L, count, hosts = state.L.copy(), state.count.copy(), np.full(len(groups), -1, dtype=np.int64)
+    bad = place_groups(L, count, res.hold, res.s0, res.s1, state.const, STYPES.index(TWRW),
+                       np.array([[v for v, _ in g] for g in groups]),
+                       np.array([[[m.get(x, 0.0) for x in state.tiers] for _, m in g] for g in groups]), used,
+                       np.array([state.cap[x] for x in state.tiers]), hosts)
+    want, stop = np.full(len(groups), -1), -1
+    for i, shards in enumerate(groups):
+        best = _best_host(state, shards, state.const)
+        if best < 0:
+            stop = i
+            break
+        for r, (v, m) in zip(range(best * h, best * h + h), shards, strict=True):
+            state.put(r, TWRW, v, m)
+        want[i] = best
+    assert (stop >= 0) == (room < 1)
+    assert bad == stop
+    assert hosts.tolist() == want.tolist()
+    assert np.array_equal(L, state.L) and np.array_equal(count, state.count)
+    assert all(np.array_equal(used[i], state.used[x]) for i, x in enumerate(state.tiers))
 
 
 def test_the_summary_kernel_is_numpys_sum_bit_for_bit() -> None:

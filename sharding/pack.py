@@ -27,7 +27,7 @@ from sharding.layouts import column_splits, row_ranges, row_sizes, table_plan
 from sharding.lns import loads_of
 from sharding.plan import ShardingPlan, ShardingType
 from sharding.search import _TOL, HOT_RANKS, STYPES, Loads, Piece, Resources, local_search
-from sharding.search_kernels import better, place_all, place_cut, place_groups
+from sharding.search_kernels import better, pairwise_sum, place_all, place_cut, place_groups
 
 __all__ = ["Builder", "NoFit", "repolish", "retype", "Option", "RETYPE_ROUNDS"]
 
@@ -89,29 +89,51 @@ class Builder:
 
     def _priced(self, t: TableSpec) -> list[tuple[ShardingType, int, np.ndarray, float, dict[str, float]]]:
         """Every option of table t (DP first, when its tier is the fast one; RW last), priced once for all μ: as
-        `Option` plus the memory one piece needs."""
+        `Option` plus the memory one piece needs. Each piece's summary is s0 × (its unscaled sum of ours) and
+        s1 × (TorchRec's), as `Resources.summary` computes it; the unscaled sums are shared by every builder on
+        the same shard prices (`_raw_options`), so the builders for other scales redo only the products."""
         if t.name in self._prices:
             return self._prices[t.name]
-        topo, w, h = self.topo, self.topo.world_size, min(self.topo.ranks_per_host, self.topo.world_size)
-        tier, _ = self.tiers[t.name]
-        sm = self.res.summary
+        s0, s1 = self.res.s0, self.res.s1
         out: list[tuple[ShardingType, int, np.ndarray, float, dict[str, float]]] = []
-        if tier == topo.fast.name:  # one rank too: a lone replica (DDP) is valid
+        for st, k, blocks, mem in self._raw_options(t):
+            ours = trec = 0  # `sum` of each piece's summary × its count, as numpy adds them
+            largest = None
+            for a, b, n in blocks:
+                x, y = s0 * a, s1 * b
+                ours, trec = ours + x * n, trec + y * n
+                m = x if x >= y else y
+                largest = m if largest is None or m > largest else largest
+            out.append((st, k, np.array([ours, trec]), float(largest), mem))
+        self._prices[t.name] = out
+        return out
+
+    def _raw_options(self, t: TableSpec) -> list[tuple[ShardingType, int, list[tuple[float, float, int]],
+                                                        dict[str, float]]]:
+        """Every option of table t as (type, pieces, [(unscaled sum of ours, TorchRec's, count)] of its distinct
+        pieces, memory of one piece); memoised on the shared `Resources.raw_options`."""
+        key = (t.name, *self.tiers[t.name])
+        raw = self.res.raw_options
+        if key in raw:
+            return raw[key]
+        topo, w, h = self.topo, self.topo.world_size, min(self.topo.ranks_per_host, self.topo.world_size)
+
+        def sums(v: np.ndarray, n: int) -> tuple[float, float, int]:
+            return pairwise_sum(v[:-1]), float(v[-1]), n
+
+        out: list = []
+        if self.tiers[t.name][0] == topo.fast.name:  # one rank too: a lone replica (DDP) is valid
             dv, dm = self.shard(t, DP, t.rows, t.dim)  # a replica on every rank (`pack` drops those that overfill)
-            sv = sm(dv)
-            out.append((DP, w, sv * w, float(sv.max()), dm))
+            out.append((DP, w, [sums(dv, w)], dm))
         for k in [1] + [k for k in column_splits(t.dim) if k <= w]:
             v, m = self.shard(t, TW if k == 1 else CW, t.rows, t.dim // k)
-            sv = sm(v)
-            out.append((TW if k == 1 else CW, k, sv * k, float(sv.max()), m))
+            out.append((TW if k == 1 else CW, k, [sums(v, k)], m))
         if h > 1 and topo.num_hosts > 1:
             shards = [(self.shard(t, TWRW, r, t.dim), k) for r, k in row_sizes(t.rows, h)]
-            out.append((TWRW, h, sum(sm(v) * k for (v, _), k in shards),
-                        max(float(sm(v).max()) for (v, _), _ in shards), shards[0][0][1]))
+            out.append((TWRW, h, [sums(v, k) for (v, _), k in shards], shards[0][0][1]))
         shards = [(self.shard(t, RW, r, t.dim), k) for r, k in row_sizes(t.rows, w)]
-        out.append((RW, w, sum(sm(v) * k for (v, _), k in shards), max(float(sm(v).max()) for (v, _), _ in shards),
-                    {}))
-        self._prices[t.name] = out
+        out.append((RW, w, [sums(v, k) for (v, _), k in shards], {}))
+        raw[key] = out
         return out
 
     def choose(self, t: TableSpec, theta: float, mu: float, allow_dp: bool, least_work: bool | int = False,

@@ -59,7 +59,7 @@ class Builder:
         if share is not None and share.res is res and share.tiers is tiers:
             self._options, self._prices, self.avg = share._options, share._prices, share.avg
             return
-        self._options: dict[tuple[str, float, bool], list[Option]] = {}
+        self._options: dict[tuple[str, float, bool], tuple] = {}  # `_feasible`
         self._prices: dict[str, list] = {}
         vecs = np.array([self.shard(t, TW, t.rows, t.dim)[0] for t in self.cost.workload.tables])
         tw = np.stack([res.s0 * vecs[:, :-1].sum(axis=1), res.s1 * vecs[:, -1]], axis=1)  # `summary` of each
@@ -71,15 +71,27 @@ class Builder:
     def options(self, t: TableSpec, mu: float, allow_dp: bool) -> list[Option]:
         """Feasible options of table t; a piece must fit μ of a rank (RW always qualifies: it is the fallback that
         spreads memory evenly)."""
-        topo = self.topo
+        return self._feasible(t, mu, allow_dp)[0]
 
-        def fits(m: dict[str, float]) -> bool:
-            return all(b <= mu * topo.usable(k) for k, b in m.items())
-
+    def _feasible(self, t: TableSpec, mu: float, allow_dp: bool,
+                  ) -> tuple[list[Option], list[float], int, int]:
+        """`options`, memoised with what `choose` reads of them on every attempt: each option's larger summed
+        work (`float(o[2].max())`), the index of the table-wise option and of the first data-parallel one (−1 if
+        absent)."""
         key = (t.name, mu, allow_dp)
-        if key not in self._options:
-            self._options[key] = self._enumerate(t, mu, allow_dp, fits)
-        return self._options[key]
+        got = self._options.get(key)
+        if got is None:
+            topo = self.topo
+
+            def fits(m: dict[str, float]) -> bool:
+                return all(b <= mu * topo.usable(k) for k, b in m.items())
+
+            opts = self._enumerate(t, mu, allow_dp, fits)
+            tw = [i for i, o in enumerate(opts) if (o[0], o[1]) == (TW, 1)]
+            dp = [i for i, o in enumerate(opts) if o[0] == DP]
+            got = self._options[key] = (opts, [float(o[2].max()) for o in opts], tw[-1] if tw else -1,
+                                        dp[0] if dp else -1)
+        return got
 
     def _enumerate(self, t: TableSpec, mu: float, allow_dp: bool, fits) -> list[Option]:  # noqa: ANN001
         out = [o[:4] for o in self._priced(t) if o[0] != RW and (allow_dp if o[0] == DP else mu > 0) and fits(o[4])]
@@ -145,7 +157,7 @@ class Builder:
         proposers rank options), else the option with the smallest piece. `least_work` = 2 or 3 (model 0: ours,
         1: TorchRec's, as `least_work` − 2): the option with the least total work by that model alone, whatever its
         pieces' size (TorchRec's greedy proposer starts from the same choice)."""
-        opts = self.options(t, mu, allow_dp)
+        opts, most, tw, dp = self._feasible(t, mu, allow_dp)
         limit = theta * self.avg
         if uniform is not None:  # every table this type where it fits (as TorchRec's UniformProposer), else
             same = [o for o in opts if o[0] == uniform]  # the option with the smallest piece
@@ -155,15 +167,12 @@ class Builder:
             pick = min(opts, key=lambda o: (float(o[2][least_work - 2]), o[3]))
             return pick[0], pick[1]
         if least_work:
-            ok = [o for o in opts if o[3] <= limit]
-            pick = min(ok, key=lambda o: float(o[2].max())) if ok else min(opts, key=lambda o: o[3])
+            ok = [i for i, o in enumerate(opts) if o[3] <= limit]
+            pick = opts[min(ok, key=most.__getitem__)] if ok else min(opts, key=lambda o: o[3])
             return pick[0], pick[1]
-        by_type = {(o[0], o[1]): o for o in opts}
-        tw = by_type.get((TW, 1))
-        dp = [o for o in opts if o[0] == DP]
-        if dp and tw is not None and float(dp[0][2].max()) < float(tw[2].max()):  # by J's measure: the larger
-            return DP, dp[0][1]
-        if tw is not None and tw[3] <= limit:
+        if dp >= 0 and tw >= 0 and most[dp] < most[tw]:  # by J's measure: the larger
+            return DP, opts[dp][1]
+        if tw >= 0 and opts[tw][3] <= limit:
             return TW, 1
         order = (TWRW, CW) if twrw_first else (CW, TWRW)
         for st in order:

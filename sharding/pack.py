@@ -27,7 +27,7 @@ from sharding.layouts import column_splits, row_ranges, row_sizes, table_plan
 from sharding.lns import loads_of
 from sharding.plan import ShardingPlan, ShardingType
 from sharding.search import _TOL, HOT_RANKS, STYPES, Loads, Piece, Resources, local_search
-from sharding.search_kernels import better, pairwise_sum, place_all, place_cut, place_groups
+from sharding.search_kernels import better, pairwise_sum, place_all, place_cut, place_groups, put_blocks
 
 __all__ = ["Builder", "NoFit", "repolish", "retype", "Option", "RETYPE_ROUNDS"]
 
@@ -195,15 +195,16 @@ class Builder:
         state = Loads(self.res, topo, {st for st, _ in choice.values()})
         pieces, groups = [], []
         layout: dict[str, tuple[ShardingType, list[int]]] = {}
+        blocks: list[tuple[int, int, int, np.ndarray, dict[str, float]]] = []  # (group, first rank, ranks, ...)
         for t in self.cost.workload.tables:
             st, k = choice[t.name]
             if st == DP:
-                state.put_all(st, *self.shard(t, st, t.rows, t.dim))
+                blocks.append((STYPES.index(DP), 0, w, *self.shard(t, st, t.rows, t.dim)))
                 layout[t.name] = (st, list(range(w)))
             elif st == RW:
                 first = 0
                 for rows, n in row_sizes(t.rows, w):  # consecutive blocks: full ones, the tail, empty ones
-                    state.put_ranks(slice(first, first + n), st, *self.shard(t, st, rows, t.dim))
+                    blocks.append((STYPES.index(RW), first, n, *self.shard(t, st, rows, t.dim)))
                     first += n
                 layout[t.name] = (st, list(range(w)))
             elif st == TWRW:
@@ -213,6 +214,16 @@ class Builder:
                 v, m = self.shard(t, st, t.rows, t.dim // k)
                 pieces.extend(Piece(t.name, st, v, m) for _ in range(k))
                 layout[t.name] = (st, [])
+        if blocks:  # `put_all` (DP) and `put_ranks` (RW) in table order, in one compiled call
+            used = np.stack([state.used[x] for x in state.tiers])
+            g = np.array([b[0] for b in blocks], dtype=np.int64)
+            put_blocks(state.L, state.count, self.res.hold, used, g,
+                       np.array([b[1] for b in blocks], dtype=np.int64), np.array([b[2] for b in blocks],
+                                                                                dtype=np.int64),
+                       g == STYPES.index(DP), np.array([b[3] for b in blocks]),
+                       np.array([[b[4].get(x, 0.0) for x in state.tiers] for b in blocks]))
+            for i, x in enumerate(state.tiers):
+                state.used[x][:] = used[i]
         if any(state.used[k].max() > state.cap[k] for k in state.tiers):
             raise NoFit("row-wise and data-parallel shards alone overfill a rank")
         if groups:  # largest first, each on its best host (`_best_host`, then `put`), in one compiled call

@@ -16,7 +16,7 @@ import numba
 import numpy as np
 from numba import njit
 
-__all__ = ["summary", "top3", "try_rank", "place_best", "place_all", "place_groups", "place_cut", "host_scores", "place_scores", "move_scores", "swap_scores", "pairwise_sum"]
+__all__ = ["summary", "top3", "try_rank", "place_best", "place_all", "place_groups", "put_blocks", "place_cut", "host_scores", "place_scores", "move_scores", "swap_scores", "pairwise_sum"]
 
 _TOL = 1e-12
 _ROOM = 1 + 1e-12  # as `Bins.fits`: a tier fits up to its capacity × (1 + 1e-12)
@@ -256,6 +256,28 @@ def host_scores(L, count, hold, w0, w1, const, g, vecs, mems, used, cap):  # noq
             new[k] = _max(top[k], m)
         J[x], S[x] = _score(new, w0, w1, const, n == 1)
     return ok, J, S
+
+
+@njit(cache=True)
+def put_blocks(L, count, hold, used, g, first, n, replica, vecs, mems) -> None:  # noqa: ANN001
+    """Block i: vecs[i] (group g[i], bytes mems[i]) on each of ranks first[i] .. first[i] + n[i] − 1, in order:
+    `Loads.put_all` where replica[i] (L += vec + hold × no-holder-yet), else `Loads.put_ranks` (L += hold ×
+    no-holder-yet, then L += vec)."""
+    for i in range(first.shape[0]):
+        gi = g[i]
+        for r in range(first[i], first[i] + n[i]):
+            c = 1.0 if count[gi, r] == 0 else 0.0
+            if replica[i]:
+                for k in range(L.shape[0]):
+                    L[k, r] += vecs[i, k] + hold[gi, k] * c
+            else:
+                for k in range(L.shape[0]):
+                    L[k, r] += hold[gi, k] * c
+                for k in range(L.shape[0]):
+                    L[k, r] += vecs[i, k]
+            count[gi, r] += 1
+            for t in range(used.shape[0]):
+                used[t, r] += mems[i, t]
 
 
 @njit(cache=True)

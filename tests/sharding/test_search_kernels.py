@@ -18,6 +18,7 @@ from sharding.search_kernels import (
     place_cut,
     place_groups,
     place_scores,
+    put_blocks,
     summary,
     swap_scores,
     top3,
@@ -234,6 +235,36 @@ def test_the_table_row_wise_kernel_places_groups_as_the_numpy_loop(seed: int, ha
     assert (stop >= 0) == (room < 1)
     assert bad == stop
     assert hosts.tolist() == want.tolist()
+    assert np.array_equal(L, state.L) and np.array_equal(count, state.count)
+    assert all(np.array_equal(used[i], state.used[x]) for i, x in enumerate(state.tiers))
+
+
+@pytest.mark.parametrize(("seed", "ranks"), [(24, 4), (25, 16)])
+def test_the_block_kernel_puts_replicas_and_row_blocks_as_put_all_and_put_ranks(seed: int, ranks: int) -> None:
+    """`put_blocks` against `Loads.put_all` (data-parallel) and `Loads.put_ranks` (row-wise blocks), mixed in
+    one order on loads that already hold pieces: bitwise the same loads, holder counts and bytes."""
+    state, _ = _state(seed, ranks, "train")
+    res, rng = state.res, np.random.default_rng(seed)
+    dp, rw = STYPES.index(ShardingType.DATA_PARALLEL), STYPES.index(ShardingType.ROW_WISE)
+    blocks = []
+    for t in res.cost.workload.tables:
+        if rng.random() < 0.4:
+            blocks.append((dp, 0, ranks, *res.shard(t, ShardingType.DATA_PARALLEL, t.rows, t.dim, "hbm", 1.0)))
+        else:
+            first = int(rng.integers(ranks))
+            n = int(rng.integers(ranks - first + 1))
+            blocks.append((rw, first, n, *res.shard(t, ShardingType.ROW_WISE, t.rows // 3, t.dim, "hbm", 1.0)))
+    used = np.stack([state.used[x] for x in state.tiers])
+    L, count = state.L.copy(), state.count.copy()
+    g = np.array([b[0] for b in blocks], dtype=np.int64)
+    put_blocks(L, count, res.hold, used, g, np.array([b[1] for b in blocks], dtype=np.int64),
+               np.array([b[2] for b in blocks], dtype=np.int64), g == dp, np.array([b[3] for b in blocks]),
+               np.array([[b[4].get(x, 0.0) for x in state.tiers] for b in blocks]))
+    for gi, first, n, v, m in blocks:
+        if gi == dp:
+            state.put_all(STYPES[gi], v, m)
+        else:
+            state.put_ranks(slice(first, first + n), STYPES[gi], v, m)
     assert np.array_equal(L, state.L) and np.array_equal(count, state.count)
     assert all(np.array_equal(used[i], state.used[x]) for i, x in enumerate(state.tiers))
 

@@ -57,10 +57,11 @@ class Builder:
         self.cost = res.cost
         self.topo = res.cost.topology
         if share is not None and share.res is res and share.tiers is tiers:
-            self._options, self._prices, self.avg = share._options, share._prices, share.avg
+            self._options, self._prices, self._groups, self.avg = share._options, share._prices, share._groups, share.avg
             return
         self._options: dict[tuple[str, float, bool], tuple] = {}  # `_feasible`
         self._prices: dict[str, list] = {}
+        self._groups: dict[tuple, tuple[float, np.ndarray, np.ndarray]] = {}  # `_group`
         vecs = np.array([self.shard(t, TW, t.rows, t.dim)[0] for t in self.cost.workload.tables])
         tw = np.stack([res.s0 * vecs[:, :-1].sum(axis=1), res.s1 * vecs[:, -1]], axis=1)  # `summary` of each
         self.avg = float((tw.sum(axis=0) / self.topo.world_size).max())  # average rank load, larger component
@@ -148,6 +149,18 @@ class Builder:
         raw[key] = out
         return out
 
+    def _group(self, t: TableSpec, tiers: list[str]) -> tuple[float, np.ndarray, np.ndarray]:
+        """Table t table-row-wise on one host: (its shards' summed summary, the larger component; their vectors
+        (h, K); their bytes per tier (h, tiers)), memoised per table and tier (the same for every packing)."""
+        key = (t.name, *self.tiers[t.name])
+        if key not in self._groups:
+            h = min(self.topo.ranks_per_host, self.topo.world_size)
+            shards = [self.shard(t, TWRW, b - a, t.dim) for a, b in row_ranges(t.rows, h)]
+            self._groups[key] = (float(sum(self.res.summary(v) for v, _ in shards).max()),
+                                 np.array([v for v, _ in shards]),
+                                 np.array([[m.get(x, 0.0) for x in tiers] for _, m in shards]))
+        return self._groups[key]
+
     def choose(self, t: TableSpec, theta: float, mu: float, allow_dp: bool, least_work: bool | int = False,
                twrw_first: bool = False, uniform: ShardingType | None = None) -> tuple[ShardingType, int]:
         """Sharding type and piece count for table t. Split mode: the first of DP (if replicas cost less in
@@ -208,8 +221,7 @@ class Builder:
                     first += n
                 layout[t.name] = (st, list(range(w)))
             elif st == TWRW:
-                shards = [self.shard(t, st, b - a, t.dim) for a, b in row_ranges(t.rows, h)]
-                groups.append((float(sum(self.res.summary(v) for v, _ in shards).max()), t.name, shards))
+                groups.append((*self._group(t, state.tiers), t.name))
             else:
                 v, m = self.shard(t, st, t.rows, t.dim // k)
                 pieces.extend(Piece(t.name, st, v, m) for _ in range(k))
@@ -232,15 +244,13 @@ class Builder:
             used = np.stack([state.used[x] for x in state.tiers])
             hosts = np.full(len(groups), -1, dtype=np.int64)
             bad = place_groups(state.L, state.count, res.hold, res.s0, res.s1, state.const, STYPES.index(TWRW),
-                               np.array([[v for v, _ in shards] for *_, shards in groups]),
-                               np.array([[[m.get(x, 0.0) for x in state.tiers] for _, m in shards]
-                                         for *_, shards in groups]),
-                               used, np.array([state.cap[x] for x in state.tiers], dtype=np.float64), hosts)
+                               np.array([g[1] for g in groups]), np.array([g[2] for g in groups]), used,
+                               np.array([state.cap[x] for x in state.tiers], dtype=np.float64), hosts)
             for i, x in enumerate(state.tiers):
                 state.used[x][:] = used[i]
             if bad >= 0:
-                raise NoFit(groups[bad][1])
-            for (_, name, _), best in zip(groups, hosts.tolist(), strict=True):
+                raise NoFit(groups[bad][3])
+            for (*_, name), best in zip(groups, hosts.tolist(), strict=True):
                 layout[name] = (TWRW, list(range(best * h, best * h + h)))
         self.place(state, pieces)
         return self.finish(state, pieces, layout)

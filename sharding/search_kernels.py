@@ -1,7 +1,9 @@
 """The planner's hot loops compiled (numba), so that each step costs one call instead of a dozen numpy calls on
 (resources × ranks) arrays: a hot rank's moves and swaps in `search.local_search` (`try_rank`), the greedy
 placement of a piece (`place_best`), a column-wise re-cut trial of `pack.retype` (`place_cut`), a table-row-wise
-group on every host (`host_scores`) and a vector's summary (`summary`).
+group on every host (`host_scores`) and a vector's summary (`summary`). A packing's fixed shards (`put_blocks`),
+its table-row-wise groups (`place_groups`) and its greedy placement of movable pieces (`place_all`) are each one
+call instead of a Python loop over tables or pieces.
 
 Each kernel repeats the numpy code it replaces (`Loads.move_scores`, `swap_scores`, `place_scores`,
 `host_scores_reference`, `take`/`put`, `best_of`, `_better`) in the same order of float operations, so plans are

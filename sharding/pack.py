@@ -27,7 +27,7 @@ from sharding.layouts import column_splits, row_ranges, row_sizes, table_plan
 from sharding.lns import loads_of
 from sharding.plan import ShardingPlan, ShardingType
 from sharding.search import _TOL, HOT_RANKS, STYPES, Loads, Piece, Resources, local_search
-from sharding.search_kernels import better, place_cut
+from sharding.search_kernels import better, pairwise_sum, place_all, place_cut, place_groups, put_blocks
 
 __all__ = ["Builder", "NoFit", "repolish", "retype", "Option", "RETYPE_ROUNDS"]
 
@@ -57,10 +57,11 @@ class Builder:
         self.cost = res.cost
         self.topo = res.cost.topology
         if share is not None and share.res is res and share.tiers is tiers:
-            self._options, self._prices, self.avg = share._options, share._prices, share.avg
+            self._options, self._prices, self._groups, self.avg = share._options, share._prices, share._groups, share.avg
             return
-        self._options: dict[tuple[str, float, bool], list[Option]] = {}
+        self._options: dict[tuple[str, float, bool], tuple] = {}  # `_feasible`
         self._prices: dict[str, list] = {}
+        self._groups: dict[tuple, tuple[float, np.ndarray, np.ndarray]] = {}  # `_group`
         vecs = np.array([self.shard(t, TW, t.rows, t.dim)[0] for t in self.cost.workload.tables])
         tw = np.stack([res.s0 * vecs[:, :-1].sum(axis=1), res.s1 * vecs[:, -1]], axis=1)  # `summary` of each
         self.avg = float((tw.sum(axis=0) / self.topo.world_size).max())  # average rank load, larger component
@@ -71,15 +72,27 @@ class Builder:
     def options(self, t: TableSpec, mu: float, allow_dp: bool) -> list[Option]:
         """Feasible options of table t; a piece must fit μ of a rank (RW always qualifies: it is the fallback that
         spreads memory evenly)."""
-        topo = self.topo
+        return self._feasible(t, mu, allow_dp)[0]
 
-        def fits(m: dict[str, float]) -> bool:
-            return all(b <= mu * topo.usable(k) for k, b in m.items())
-
+    def _feasible(self, t: TableSpec, mu: float, allow_dp: bool,
+                  ) -> tuple[list[Option], list[float], int, int]:
+        """`options`, memoised with what `choose` reads of them on every attempt: each option's larger summed
+        work (`float(o[2].max())`), the index of the table-wise option and of the first data-parallel one (−1 if
+        absent)."""
         key = (t.name, mu, allow_dp)
-        if key not in self._options:
-            self._options[key] = self._enumerate(t, mu, allow_dp, fits)
-        return self._options[key]
+        got = self._options.get(key)
+        if got is None:
+            topo = self.topo
+
+            def fits(m: dict[str, float]) -> bool:
+                return all(b <= mu * topo.usable(k) for k, b in m.items())
+
+            opts = self._enumerate(t, mu, allow_dp, fits)
+            tw = [i for i, o in enumerate(opts) if (o[0], o[1]) == (TW, 1)]
+            dp = [i for i, o in enumerate(opts) if o[0] == DP]
+            got = self._options[key] = (opts, [float(o[2].max()) for o in opts], tw[-1] if tw else -1,
+                                        dp[0] if dp else -1)
+        return got
 
     def _enumerate(self, t: TableSpec, mu: float, allow_dp: bool, fits) -> list[Option]:  # noqa: ANN001
         out = [o[:4] for o in self._priced(t) if o[0] != RW and (allow_dp if o[0] == DP else mu > 0) and fits(o[4])]
@@ -89,30 +102,64 @@ class Builder:
 
     def _priced(self, t: TableSpec) -> list[tuple[ShardingType, int, np.ndarray, float, dict[str, float]]]:
         """Every option of table t (DP first, when its tier is the fast one; RW last), priced once for all μ: as
-        `Option` plus the memory one piece needs."""
+        `Option` plus the memory one piece needs. Each piece's summary is s0 × (its unscaled sum of ours) and
+        s1 × (TorchRec's), as `Resources.summary` computes it; the unscaled sums are shared by every builder on
+        the same shard prices (`_raw_options`), so the builders for other scales redo only the products."""
         if t.name in self._prices:
             return self._prices[t.name]
-        topo, w, h = self.topo, self.topo.world_size, min(self.topo.ranks_per_host, self.topo.world_size)
-        tier, _ = self.tiers[t.name]
-        sm = self.res.summary
+        s0, s1 = self.res.s0, self.res.s1
         out: list[tuple[ShardingType, int, np.ndarray, float, dict[str, float]]] = []
-        if tier == topo.fast.name:  # one rank too: a lone replica (DDP) is valid
-            dv, dm = self.shard(t, DP, t.rows, t.dim)  # a replica on every rank (`pack` drops those that overfill)
-            sv = sm(dv)
-            out.append((DP, w, sv * w, float(sv.max()), dm))
-        for k in [1] + [k for k in column_splits(t.dim) if k <= w]:
-            v, m = self.shard(t, TW if k == 1 else CW, t.rows, t.dim // k)
-            sv = sm(v)
-            out.append((TW if k == 1 else CW, k, sv * k, float(sv.max()), m))
-        if h > 1 and topo.num_hosts > 1:
-            shards = [(self.shard(t, TWRW, r, t.dim), k) for r, k in row_sizes(t.rows, h)]
-            out.append((TWRW, h, sum(sm(v) * k for (v, _), k in shards),
-                        max(float(sm(v).max()) for (v, _), _ in shards), shards[0][0][1]))
-        shards = [(self.shard(t, RW, r, t.dim), k) for r, k in row_sizes(t.rows, w)]
-        out.append((RW, w, sum(sm(v) * k for (v, _), k in shards), max(float(sm(v).max()) for (v, _), _ in shards),
-                    {}))
+        for st, k, blocks, mem in self._raw_options(t):
+            ours = trec = 0  # `sum` of each piece's summary × its count, as numpy adds them
+            largest = None
+            for a, b, n in blocks:
+                x, y = s0 * a, s1 * b
+                ours, trec = ours + x * n, trec + y * n
+                m = x if x >= y else y
+                largest = m if largest is None or m > largest else largest
+            out.append((st, k, np.array([ours, trec]), float(largest), mem))
         self._prices[t.name] = out
         return out
+
+    def _raw_options(self, t: TableSpec) -> list[tuple[ShardingType, int, list[tuple[float, float, int]],
+                                                        dict[str, float]]]:
+        """Every option of table t as (type, pieces, [(unscaled sum of ours, TorchRec's, count)] of its distinct
+        pieces, memory of one piece); memoised on the shared `Resources.raw_options`."""
+        key = (t.name, *self.tiers[t.name])
+        raw = self.res.raw_options
+        if key in raw:
+            return raw[key]
+        topo, w, h = self.topo, self.topo.world_size, min(self.topo.ranks_per_host, self.topo.world_size)
+
+        def sums(v: np.ndarray, n: int) -> tuple[float, float, int]:
+            return pairwise_sum(v[:-1]), float(v[-1]), n
+
+        out: list = []
+        if self.tiers[t.name][0] == topo.fast.name:  # one rank too: a lone replica (DDP) is valid
+            dv, dm = self.shard(t, DP, t.rows, t.dim)  # a replica on every rank (`pack` drops those that overfill)
+            out.append((DP, w, [sums(dv, w)], dm))
+        for k in [1] + [k for k in column_splits(t.dim) if k <= w]:
+            v, m = self.shard(t, TW if k == 1 else CW, t.rows, t.dim // k)
+            out.append((TW if k == 1 else CW, k, [sums(v, k)], m))
+        if h > 1 and topo.num_hosts > 1:
+            shards = [(self.shard(t, TWRW, r, t.dim), k) for r, k in row_sizes(t.rows, h)]
+            out.append((TWRW, h, [sums(v, k) for (v, _), k in shards], shards[0][0][1]))
+        shards = [(self.shard(t, RW, r, t.dim), k) for r, k in row_sizes(t.rows, w)]
+        out.append((RW, w, [sums(v, k) for (v, _), k in shards], {}))
+        raw[key] = out
+        return out
+
+    def _group(self, t: TableSpec, tiers: list[str]) -> tuple[float, np.ndarray, np.ndarray]:
+        """Table t table-row-wise on one host: (its shards' summed summary, the larger component; their vectors
+        (h, K); their bytes per tier (h, tiers)), memoised per table and tier (the same for every packing)."""
+        key = (t.name, *self.tiers[t.name])
+        if key not in self._groups:
+            h = min(self.topo.ranks_per_host, self.topo.world_size)
+            shards = [self.shard(t, TWRW, b - a, t.dim) for a, b in row_ranges(t.rows, h)]
+            self._groups[key] = (float(sum(self.res.summary(v) for v, _ in shards).max()),
+                                 np.array([v for v, _ in shards]),
+                                 np.array([[m.get(x, 0.0) for x in tiers] for _, m in shards]))
+        return self._groups[key]
 
     def choose(self, t: TableSpec, theta: float, mu: float, allow_dp: bool, least_work: bool | int = False,
                twrw_first: bool = False, uniform: ShardingType | None = None) -> tuple[ShardingType, int]:
@@ -123,7 +170,7 @@ class Builder:
         proposers rank options), else the option with the smallest piece. `least_work` = 2 or 3 (model 0: ours,
         1: TorchRec's, as `least_work` − 2): the option with the least total work by that model alone, whatever its
         pieces' size (TorchRec's greedy proposer starts from the same choice)."""
-        opts = self.options(t, mu, allow_dp)
+        opts, most, tw, dp = self._feasible(t, mu, allow_dp)
         limit = theta * self.avg
         if uniform is not None:  # every table this type where it fits (as TorchRec's UniformProposer), else
             same = [o for o in opts if o[0] == uniform]  # the option with the smallest piece
@@ -133,15 +180,12 @@ class Builder:
             pick = min(opts, key=lambda o: (float(o[2][least_work - 2]), o[3]))
             return pick[0], pick[1]
         if least_work:
-            ok = [o for o in opts if o[3] <= limit]
-            pick = min(ok, key=lambda o: float(o[2].max())) if ok else min(opts, key=lambda o: o[3])
+            ok = [i for i, o in enumerate(opts) if o[3] <= limit]
+            pick = opts[min(ok, key=most.__getitem__)] if ok else min(opts, key=lambda o: o[3])
             return pick[0], pick[1]
-        by_type = {(o[0], o[1]): o for o in opts}
-        tw = by_type.get((TW, 1))
-        dp = [o for o in opts if o[0] == DP]
-        if dp and tw is not None and float(dp[0][2].max()) < float(tw[2].max()):  # by J's measure: the larger
-            return DP, dp[0][1]
-        if tw is not None and tw[3] <= limit:
+        if dp >= 0 and tw >= 0 and most[dp] < most[tw]:  # by J's measure: the larger
+            return DP, opts[dp][1]
+        if tw >= 0 and opts[tw][3] <= limit:
             return TW, 1
         order = (TWRW, CW) if twrw_first else (CW, TWRW)
         for st in order:
@@ -164,33 +208,50 @@ class Builder:
         state = Loads(self.res, topo, {st for st, _ in choice.values()})
         pieces, groups = [], []
         layout: dict[str, tuple[ShardingType, list[int]]] = {}
+        blocks: list[tuple[int, int, int, np.ndarray, dict[str, float]]] = []  # (group, first rank, ranks, ...)
         for t in self.cost.workload.tables:
             st, k = choice[t.name]
             if st == DP:
-                state.put_all(st, *self.shard(t, st, t.rows, t.dim))
+                blocks.append((STYPES.index(DP), 0, w, *self.shard(t, st, t.rows, t.dim)))
                 layout[t.name] = (st, list(range(w)))
             elif st == RW:
                 first = 0
                 for rows, n in row_sizes(t.rows, w):  # consecutive blocks: full ones, the tail, empty ones
-                    state.put_ranks(slice(first, first + n), st, *self.shard(t, st, rows, t.dim))
+                    blocks.append((STYPES.index(RW), first, n, *self.shard(t, st, rows, t.dim)))
                     first += n
                 layout[t.name] = (st, list(range(w)))
             elif st == TWRW:
-                shards = [self.shard(t, st, b - a, t.dim) for a, b in row_ranges(t.rows, h)]
-                groups.append((float(sum(self.res.summary(v) for v, _ in shards).max()), t.name, shards))
+                groups.append((*self._group(t, state.tiers), t.name))
             else:
                 v, m = self.shard(t, st, t.rows, t.dim // k)
                 pieces.extend(Piece(t.name, st, v, m) for _ in range(k))
                 layout[t.name] = (st, [])
+        if blocks:  # `put_all` (DP) and `put_ranks` (RW) in table order, in one compiled call
+            used = np.stack([state.used[x] for x in state.tiers])
+            g = np.array([b[0] for b in blocks], dtype=np.int64)
+            put_blocks(state.L, state.count, self.res.hold, used, g,
+                       np.array([b[1] for b in blocks], dtype=np.int64), np.array([b[2] for b in blocks],
+                                                                                dtype=np.int64),
+                       g == STYPES.index(DP), np.array([b[3] for b in blocks]),
+                       np.array([[b[4].get(x, 0.0) for x in state.tiers] for b in blocks]))
+            for i, x in enumerate(state.tiers):
+                state.used[x][:] = used[i]
         if any(state.used[k].max() > state.cap[k] for k in state.tiers):
             raise NoFit("row-wise and data-parallel shards alone overfill a rank")
-        for _, name, shards in sorted(groups, key=lambda g: -g[0]):
-            best = _best_host(state, shards, state.const)
-            if best < 0:
-                raise NoFit(name)
-            for r, (v, m) in zip(range(best * h, best * h + h), shards, strict=True):
-                state.put(r, TWRW, v, m)
-            layout[name] = (TWRW, list(range(best * h, best * h + h)))
+        if groups:  # largest first, each on its best host (`_best_host`, then `put`), in one compiled call
+            groups.sort(key=lambda g: -g[0])
+            res = self.res
+            used = np.stack([state.used[x] for x in state.tiers])
+            hosts = np.full(len(groups), -1, dtype=np.int64)
+            bad = place_groups(state.L, state.count, res.hold, res.s0, res.s1, state.const, STYPES.index(TWRW),
+                               np.array([g[1] for g in groups]), np.array([g[2] for g in groups]), used,
+                               np.array([state.cap[x] for x in state.tiers], dtype=np.float64), hosts)
+            for i, x in enumerate(state.tiers):
+                state.used[x][:] = used[i]
+            if bad >= 0:
+                raise NoFit(groups[bad][3])
+            for (*_, name), best in zip(groups, hosts.tolist(), strict=True):
+                layout[name] = (TWRW, list(range(best * h, best * h + h)))
         self.place(state, pieces)
         return self.finish(state, pieces, layout)
 
@@ -220,33 +281,29 @@ class Builder:
         least TorchRec perf, as TorchRec's greedy partitioner places them)."""
         if not pieces:
             return
-        if self.least_loaded:
-            taken: dict[str, list[int]] = {}
-            for i in np.argsort(-np.array([p.vec[-1] for p in pieces]), kind="stable"):
-                p = pieces[i]
-                ok = state.fits(p.mem)
-                ok[taken.setdefault(p.table, [])] = False
-                if not ok.any():
-                    raise NoFit(p.table)
-                r = int(np.argmin(np.where(ok, state.L[-1], np.inf)))
-                state.put(r, p.st, p.vec, p.mem)
-                p.rank = r
-                taken[p.table].append(r)
-            return
         vecs = np.array([p.vec for p in pieces])
-        total = vecs.sum(axis=0) + state.L.sum(axis=1)
-        share = (vecs / np.where(total > 0, total, 1.0)).max(axis=1)
-        taken: dict[str, list[int]] = {}
-        for i in np.argsort(-share, kind="stable"):
-            p = pieces[i]
-            ok = state.fits(p.mem)
-            ok[taken.setdefault(p.table, [])] = False
-            r = state.place_best(p.gi, p.vec, ok)
-            if r < 0:
-                raise NoFit(p.table)
-            state.put(r, p.st, p.vec, p.mem)
+        if self.least_loaded:
+            order = np.argsort(-vecs[:, -1], kind="stable")
+        else:
+            total = vecs.sum(axis=0) + state.L.sum(axis=1)
+            share = (vecs / np.where(total > 0, total, 1.0)).max(axis=1)
+            order = np.argsort(-share, kind="stable")
+        ids: dict[str, int] = {}
+        tables = np.array([ids.setdefault(p.table, len(ids)) for p in pieces], dtype=np.int64)
+        groups = np.array([p.gi for p in pieces], dtype=np.int64)
+        mems = np.array([[p.mem.get(t, 0.0) for t in state.tiers] for p in pieces])
+        used = np.stack([state.used[t] for t in state.tiers])
+        cap = np.array([state.cap[t] for t in state.tiers], dtype=np.float64)
+        ranks = np.full(len(pieces), -1, dtype=np.int64)
+        res = state.res  # the greedy loop in one compiled call: `state.fits`, `place_best` and `put` per piece
+        bad = place_all(state.L, state.count, res.hold, res.weight, res.s0, res.s1, state.const, order, groups,
+                        tables, vecs, mems, used, cap, ranks, self.least_loaded)
+        for i, t in enumerate(state.tiers):
+            state.used[t][:] = used[i]
+        for p, r in zip(pieces, ranks.tolist(), strict=True):
             p.rank = r
-            taken[p.table].append(r)
+        if bad >= 0:
+            raise NoFit(pieces[bad].table)
 
     def finish(self, state: Loads, pieces: list[Piece], layout: dict[str, tuple[ShardingType, list[int]]],
                ) -> ShardingPlan:
@@ -378,7 +435,8 @@ def _lexmin(ok: np.ndarray, j: np.ndarray, s: np.ndarray) -> int:
 
 def _best_host(state: Loads, shards: list[tuple[np.ndarray, dict[str, float]]], const: float) -> int:
     """The host whose ranks take a table-row-wise group (shards[i] on its i-th rank) with the least (J,
-    secondary), the first on ties; −1 if it fits on no host."""
+    secondary), the first on ties; −1 if it fits on no host (`search_kernels.place_groups` repeats it; the tests
+    check the kernel against it)."""
     return _lexmin(*state.host_scores(STYPES.index(TWRW), shards, const))
 
 

@@ -1,7 +1,9 @@
 """The planner's hot loops compiled (numba), so that each step costs one call instead of a dozen numpy calls on
 (resources × ranks) arrays: a hot rank's moves and swaps in `search.local_search` (`try_rank`), the greedy
 placement of a piece (`place_best`), a column-wise re-cut trial of `pack.retype` (`place_cut`), a table-row-wise
-group on every host (`host_scores`) and a vector's summary (`summary`).
+group on every host (`host_scores`) and a vector's summary (`summary`). A packing's fixed shards (`put_blocks`),
+its table-row-wise groups (`place_groups`) and its greedy placement of movable pieces (`place_all`) are each one
+call instead of a Python loop over tables or pieces.
 
 Each kernel repeats the numpy code it replaces (`Loads.move_scores`, `swap_scores`, `place_scores`,
 `host_scores_reference`, `take`/`put`, `best_of`, `_better`) in the same order of float operations, so plans are
@@ -16,7 +18,7 @@ import numba
 import numpy as np
 from numba import njit
 
-__all__ = ["summary", "top3", "try_rank", "place_best", "place_cut", "host_scores", "place_scores", "move_scores", "swap_scores", "pairwise_sum"]
+__all__ = ["summary", "top3", "try_rank", "place_best", "place_all", "place_groups", "put_blocks", "place_cut", "host_scores", "place_scores", "move_scores", "swap_scores", "pairwise_sum"]
 
 _TOL = 1e-12
 _ROOM = 1 + 1e-12  # as `Bins.fits`: a tier fits up to its capacity × (1 + 1e-12)
@@ -194,6 +196,41 @@ def place_cut(L, count, hold, weight, w0, w1, const, first_const, after_const, g
 
 
 @njit(cache=True)
+def place_all(L, count, hold, weight, w0, w1, const, order, groups, tables, vecs, mems, used, cap, ranks,  # noqa: ANN001
+              least_loaded) -> int:
+    """`pack.Builder.place`'s greedy loop: pieces `order` (piece i: group groups[i], table tables[i], vector
+    vecs[i], bytes per tier mems[i]) each onto the rank `place_best` picks (`least_loaded`: the first with the least
+    TorchRec perf, the last row of L) among those with room and without a piece of its table, then `_put` there;
+    ranks[i] gets the rank. Returns the first piece that fits nowhere (the
+    loads then hold the pieces placed before it), or −1."""
+    W = L.shape[1]
+    prev = np.full(ranks.shape[0], -1, dtype=np.int64)  # the piece of the same table placed before this one
+    last = np.full(tables.max() + 1 if tables.shape[0] else 0, -1, dtype=np.int64)
+    ok = np.empty(W, dtype=np.bool_)
+    for i in order:
+        for b in range(W):
+            ok[b] = _fits(used, cap, mems[i], b)
+        x = last[tables[i]]
+        while x >= 0:
+            ok[ranks[x]] = False
+            x = prev[x]
+        if least_loaded:  # `np.argmin` of the last row among ok ranks: the first least
+            r, lo = -1, np.inf
+            for b in range(W):
+                if ok[b] and (r < 0 or L[-1, b] < lo):
+                    r, lo = b, L[-1, b]
+        else:
+            r = place_best(L, count, hold, weight, w0, w1, const, groups[i], vecs[i], ok)
+        if r < 0:
+            return i
+        _put(L, count, hold, used, mems[i], r, groups[i], vecs[i])
+        ranks[i] = r
+        prev[i] = last[tables[i]]
+        last[tables[i]] = i
+    return -1
+
+
+@njit(cache=True)
 def host_scores(L, count, hold, w0, w1, const, g, vecs, mems, used, cap):  # noqa: ANN001, ANN201
     """(fits, J, secondary) per host after putting vecs[i] (bytes per tier mems[i]) of group g on each host's i-th
     rank, as `Loads.host_scores_reference`."""
@@ -221,6 +258,52 @@ def host_scores(L, count, hold, w0, w1, const, g, vecs, mems, used, cap):  # noq
             new[k] = _max(top[k], m)
         J[x], S[x] = _score(new, w0, w1, const, n == 1)
     return ok, J, S
+
+
+@njit(cache=True)
+def put_blocks(L, count, hold, used, g, first, n, replica, vecs, mems) -> None:  # noqa: ANN001
+    """Block i: vecs[i] (group g[i], bytes mems[i]) on each of ranks first[i] .. first[i] + n[i] − 1, in order:
+    `Loads.put_all` where replica[i] (L += vec + hold × no-holder-yet), else `Loads.put_ranks` (L += hold ×
+    no-holder-yet, then L += vec)."""
+    for i in range(first.shape[0]):
+        gi = g[i]
+        for r in range(first[i], first[i] + n[i]):
+            c = 1.0 if count[gi, r] == 0 else 0.0
+            if replica[i]:
+                for k in range(L.shape[0]):
+                    L[k, r] += vecs[i, k] + hold[gi, k] * c
+            else:
+                for k in range(L.shape[0]):
+                    L[k, r] += hold[gi, k] * c
+                for k in range(L.shape[0]):
+                    L[k, r] += vecs[i, k]
+            count[gi, r] += 1
+            for t in range(used.shape[0]):
+                used[t, r] += mems[i, t]
+
+
+@njit(cache=True)
+def place_groups(L, count, hold, w0, w1, const, g, vecs, mems, used, cap, hosts) -> int:  # noqa: ANN001
+    """`pack.Builder.pack`'s table-row-wise loop: group i (vecs[i], mems[i]: its h shards) onto the host with the
+    least (J, secondary) by `host_scores` among those with room, the first on ties (`pack._lexmin`), shard j on the
+    host's j-th rank (`_put`); hosts[i] gets the host. Returns the first group that fits on no host, or −1."""
+    h = vecs.shape[1]
+    for i in range(vecs.shape[0]):
+        ok, J, S = host_scores(L, count, hold, w0, w1, const, g, vecs[i], mems[i], used, cap)
+        best, jm, sm = -1, np.inf, np.inf
+        for x in range(ok.shape[0]):  # the least J among ok hosts
+            if ok[x] and (best < 0 or J[x] < jm):
+                best, jm = x, J[x]
+        if best < 0:
+            return i
+        best = -1
+        for x in range(ok.shape[0]):  # then the least secondary among those at that J
+            if ok[x] and J[x] == jm and (best < 0 or S[x] < sm):
+                best, sm = x, S[x]
+        for j in range(h):
+            _put(L, count, hold, used, mems[i, j], best * h + j, g, vecs[i, j])
+        hosts[i] = best
+    return -1
 
 
 @njit(cache=True)

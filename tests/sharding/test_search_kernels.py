@@ -7,15 +7,18 @@ import pytest
 
 from sharding import CostModel, load_topology
 from sharding.layouts import row_ranges
-from sharding.pack import _place_new, _refresh_const, _restore, _snapshot
+from sharding.pack import _best_host, _place_new, _refresh_const, _restore, _snapshot
 from sharding.plan import ShardingType
 from sharding.search import STYPES, Loads, Resources, best_of
 from sharding.search_kernels import (
     _best_of,
     move_scores,
     pairwise_sum,
+    place_all,
     place_cut,
+    place_groups,
     place_scores,
+    put_blocks,
     summary,
     swap_scores,
     top3,
@@ -126,6 +129,55 @@ def test_a_column_wise_cut_trial_places_and_scores_as_the_numpy_greedy(seed: int
             _restore(state, snap)
 
 
+@pytest.mark.parametrize(("seed", "ranks", "least_loaded", "room"), [
+    (16, 2, False, 3.0), (17, 8, False, 3.0), (18, 16, False, 0.8), (19, 8, True, 3.0), (20, 16, True, 0.8)])
+def test_the_greedy_placement_kernel_places_as_the_numpy_loop(seed: int, ranks: int, least_loaded: bool,
+                                                             room: float) -> None:
+    """`place_all` against `Builder.place`'s former loop (`fits`, the table's taken ranks, `place_best` or the
+    least TorchRec perf, `put`): the same ranks and bitwise the same loads and bytes. Capacities are `room` times
+    what the pieces need: below 1, some piece fits nowhere."""
+    state, _ = _state(seed, ranks, "train")
+    res, rng = state.res, np.random.default_rng(seed)
+    pieces = []
+    for t in res.cost.workload.tables:
+        st, k = (TW, 1) if rng.random() < 0.6 else (CW, min(2 + int(rng.integers(3)), ranks))
+        v, m = res.shard(t, st, t.rows, max(t.dim // k, 1), "hbm", 1.0)
+        pieces += [(t.name, st, v, m)] * k
+    for x in state.tiers:
+        state.cap[x] = (state.used[x].sum() + sum(m.get(x, 0.0) for *_, m in pieces)) * room / ranks
+    order = rng.permutation(len(pieces))
+    ids: dict[str, int] = {}
+    tables = np.array([ids.setdefault(n, len(ids)) for n, *_ in pieces], dtype=np.int64)
+    used = np.stack([state.used[x] for x in state.tiers])
+    cap = np.array([state.cap[x] for x in state.tiers])
+    L, count, got = state.L.copy(), state.count.copy(), np.full(len(pieces), -1, dtype=np.int64)
+    bad = place_all(L, count, res.hold, res.weight, res.s0, res.s1, state.const, order,
+                    np.array([STYPES.index(st) for _, st, *_ in pieces], dtype=np.int64), tables,
+                    np.array([v for *_, v, _ in pieces]), np.array([[m.get(x, 0.0) for x in state.tiers]
+                                                                     for *_, m in pieces]), used, cap, got,
+                    least_loaded)
+    want, taken, stop = np.full(len(pieces), -1), {}, -1
+    for i in order:
+        name, st, v, m = pieces[i]
+        ok = state.fits(m)
+        ok[taken.setdefault(name, [])] = False
+        if least_loaded:
+            r = int(np.argmin(np.where(ok, state.L[-1], np.inf))) if ok.any() else -1
+        else:
+            r = state.place_best(STYPES.index(st), v, ok)
+        if r < 0:
+            stop = int(i)
+            break
+        state.put(r, st, v, m)
+        want[i] = r
+        taken[name].append(r)
+    assert (stop >= 0) == (room < 1)
+    assert bad == stop
+    assert got.tolist() == want.tolist()
+    assert np.array_equal(L, state.L) and np.array_equal(count, state.count)
+    assert all(np.array_equal(used[i], state.used[x]) for i, x in enumerate(state.tiers))
+
+
 @pytest.mark.parametrize(("seed", "hardware", "ranks"), [(13, "dgx_h100", 8), (14, "dgx_h100_x2", 16),
                                                          (15, "dgx_h100_x8", 32)])
 def test_host_scores_are_the_numpy_ones_bit_for_bit(seed: int, hardware: str, ranks: int) -> None:
@@ -143,6 +195,78 @@ def test_host_scores_are_the_numpy_ones_bit_for_bit(seed: int, hardware: str, ra
         want = state.host_scores_reference(STYPES.index(TWRW), shards, state.const)
         for x, y in zip(got, want, strict=True):
             assert np.array_equal(x, y)
+
+
+@pytest.mark.parametrize(("seed", "hardware", "ranks", "room"), [(21, "dgx_h100_x2", 16, 3.0),
+                                                                 (22, "dgx_h100_x8", 32, 3.0),
+                                                                 (23, "dgx_h100_x8", 32, 0.8)])
+def test_the_table_row_wise_kernel_places_groups_as_the_numpy_loop(seed: int, hardware: str, ranks: int,
+                                                                  room: float) -> None:
+    """`place_groups` against the loop it replaced (`pack._best_host`, then `put` of each shard): the same hosts
+    and bitwise the same loads and bytes; capacities `room` times what is placed (below 1: some group fits on no
+    host)."""
+    wl = PlanWorkload(load_tables(f"random:{ranks * 2}:{seed}"), 2048)
+    topo = load_topology(hardware, ranks)
+    res = Resources(CostModel(wl, topo), TorchRecCostModel(wl, topo), (1e-3, 2e-3))
+    state = Loads(res, topo, {TW, TWRW})
+    rng = np.random.default_rng(seed)
+    for t in wl.tables[:ranks]:
+        state.put(int(rng.integers(ranks)), TW, *res.shard(t, TW, t.rows, t.dim, "hbm", 1.0))
+    h = topo.ranks_per_host
+    groups = [[res.shard(t, TWRW, hi - lo, t.dim, "hbm", 1.0) for lo, hi in row_ranges(t.rows, h)]
+              for t in wl.tables[ranks:]]
+    for x in state.tiers:
+        state.cap[x] = (state.used[x].sum() + sum(m.get(x, 0.0) for g in groups for _, m in g)) * room / ranks
+    used = np.stack([state.used[x] for x in state.tiers])
+    L, count, hosts = state.L.copy(), state.count.copy(), np.full(len(groups), -1, dtype=np.int64)
+    bad = place_groups(L, count, res.hold, res.s0, res.s1, state.const, STYPES.index(TWRW),
+                       np.array([[v for v, _ in g] for g in groups]),
+                       np.array([[[m.get(x, 0.0) for x in state.tiers] for _, m in g] for g in groups]), used,
+                       np.array([state.cap[x] for x in state.tiers]), hosts)
+    want, stop = np.full(len(groups), -1), -1
+    for i, shards in enumerate(groups):
+        best = _best_host(state, shards, state.const)
+        if best < 0:
+            stop = i
+            break
+        for r, (v, m) in zip(range(best * h, best * h + h), shards, strict=True):
+            state.put(r, TWRW, v, m)
+        want[i] = best
+    assert (stop >= 0) == (room < 1)
+    assert bad == stop
+    assert hosts.tolist() == want.tolist()
+    assert np.array_equal(L, state.L) and np.array_equal(count, state.count)
+    assert all(np.array_equal(used[i], state.used[x]) for i, x in enumerate(state.tiers))
+
+
+@pytest.mark.parametrize(("seed", "ranks"), [(24, 4), (25, 16)])
+def test_the_block_kernel_puts_replicas_and_row_blocks_as_put_all_and_put_ranks(seed: int, ranks: int) -> None:
+    """`put_blocks` against `Loads.put_all` (data-parallel) and `Loads.put_ranks` (row-wise blocks), mixed in
+    one order on loads that already hold pieces: bitwise the same loads, holder counts and bytes."""
+    state, _ = _state(seed, ranks, "train")
+    res, rng = state.res, np.random.default_rng(seed)
+    dp, rw = STYPES.index(ShardingType.DATA_PARALLEL), STYPES.index(ShardingType.ROW_WISE)
+    blocks = []
+    for t in res.cost.workload.tables:
+        if rng.random() < 0.4:
+            blocks.append((dp, 0, ranks, *res.shard(t, ShardingType.DATA_PARALLEL, t.rows, t.dim, "hbm", 1.0)))
+        else:
+            first = int(rng.integers(ranks))
+            n = int(rng.integers(ranks - first + 1))
+            blocks.append((rw, first, n, *res.shard(t, ShardingType.ROW_WISE, t.rows // 3, t.dim, "hbm", 1.0)))
+    used = np.stack([state.used[x] for x in state.tiers])
+    L, count = state.L.copy(), state.count.copy()
+    g = np.array([b[0] for b in blocks], dtype=np.int64)
+    put_blocks(L, count, res.hold, used, g, np.array([b[1] for b in blocks], dtype=np.int64),
+               np.array([b[2] for b in blocks], dtype=np.int64), g == dp, np.array([b[3] for b in blocks]),
+               np.array([[b[4].get(x, 0.0) for x in state.tiers] for b in blocks]))
+    for gi, first, n, v, m in blocks:
+        if gi == dp:
+            state.put_all(STYPES[gi], v, m)
+        else:
+            state.put_ranks(slice(first, first + n), STYPES[gi], v, m)
+    assert np.array_equal(L, state.L) and np.array_equal(count, state.count)
+    assert all(np.array_equal(used[i], state.used[x]) for i, x in enumerate(state.tiers))
 
 
 def test_the_summary_kernel_is_numpys_sum_bit_for_bit() -> None:

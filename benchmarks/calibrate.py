@@ -38,7 +38,8 @@ Runs as a job of N local ranks (gloo/CPU), every rank measuring at once as ranks
                      backward, zero_grad, the framework between stages); median over the tiny plans ->
                      `Topology.step_overhead`. What the larger plans' (median) gap adds over the tiny plans', per
                      pooled value a rank's batch yields (batch × Σ dims: 131,072 vs 1,024–2,048 at W = 2; the
-                     loss and dense gradients run over them) -> `Topology.step_overhead_per_value`.
+                     loss and dense gradients run over them) -> `not_priced.step_overhead_per_value`
+                     (measured, not priced: `sharding.cost.CostModel.outside` says why).
   stacked            the larger TW plan with every table on rank 0 ("TW:stack"): the lone rank's lookup and
                      backward speed-up and the KJT all-to-all against the model's price (`stacked`); printed and
                      stored, not priced.
@@ -598,7 +599,8 @@ def _spread_lines(fit: dict[str, Any]) -> list[str]:
                                for op in med.get("collectives", {})]),
            "  " + "; ".join([term("fixed per step of a TW plan", ("fixed_tw_s",), 1e3, " ms"),
                              term("outside the stages", ("step_overhead",), 1e3, " ms"),
-                             term("+ per pooled value", ("step_overhead_per_value",), 1e9, " ns", 1)])]
+                             term("+ per pooled value (measured, not priced)", ("step_overhead_per_value",), 1e9,
+                                  " ns", 1)])]
     if med.get("stacked"):
         out.append("  stacked on one rank (TW:stack; measured, not priced): " + "; ".join(
             [term("lone-rank lookup speed-up", ("stacked", "lookup"), 1, "×"),
@@ -652,11 +654,11 @@ def write_yaml(out: str, rounds: list[dict[str, Any]], world: int, extra: dict[s
         "optimizer_bandwidth": opt_bw,
         "stage_bandwidth": stage_bw,
         "step_overhead": other,
-        "step_overhead_per_value": med["step_overhead_per_value"],
         "llc_bytes": llc,
         "lookup_weights": weights,
-        "stacked": {**med.get("stacked", {}), "source": f"{how}: {per}; benchmarks.calibrate.stacked (measured, "
-                    "not priced by sharding.cost)"},
+        "not_priced": {  # measured and kept, not read by sharding.cost (see CostModel.outside for why)
+            "step_overhead_per_value": med["step_overhead_per_value"],
+            "stacked": {**med.get("stacked", {}), "source": f"{how}: {per}; benchmarks.calibrate.stacked"}},
         "machine": extra["machine"],
         "lookup_model": {"llc_bytes": llc, "forward": near, "backward": near_bwd,
                          "colocated_slowdown": round(float(med["colocated_slowdown"]), 3),
@@ -674,9 +676,9 @@ def write_yaml(out: str, rounds: list[dict[str, Any]], world: int, extra: dict[s
                     "step_overhead": "median over the tiny plans of the mean over ranks of (a rank's uninstrumented "
                                      "step median − the sum of its stage medians): loss, dense backward, "
                                      "framework",
-                    "step_overhead_per_value": "(median over the larger stage plans (B 512, dim 64) − median over "
-                                               "the tiny plans of that gap, each at least 0) / (their pooled "
-                                               "values per rank, batch × Σ dims, difference): the loss, its "
+                    "not_priced.step_overhead_per_value": "(median over the larger stage plans (B 512, dim 64) "
+                                               "− median over the tiny plans of that gap, each at least 0) / (their "
+                                               "pooled values per rank, batch × Σ dims, difference): the loss, its "
                                                "backward and dense gradients grow with them",
                     "bwd_compute_multiplier": "slope of TBE (fwd+bwd with fused row-wise Adagrad − fwd) time over "
                                               "bytes / slope of fwd time, same grid "
@@ -719,7 +721,7 @@ def write_yaml(out: str, rounds: list[dict[str, Any]], world: int, extra: dict[s
           f"{_g(opt_bw)} GB/s, gloo " + ", ".join(f"{op} {lat * 1e6:.0f} µs + {_g(b)} GB/s"
                                                  for op, (lat, b) in links.items())
           + f"; fixed per step of a TW plan {med['fixed_tw_s'] * 1e3:.2f} ms, outside the stages {other * 1e3:.2f} ms "
-          f"+ {med['step_overhead_per_value'] * 1e9:.1f} ns per pooled value "
+          f"(+ {med['step_overhead_per_value'] * 1e9:.1f} ns per pooled value, measured, not priced) "
           f"({per}) -> {path}")
 
 

@@ -277,8 +277,9 @@ def _search(cfg: ServeAppConfig, spec, setup) -> int:
           f"({summary['static_setting']}), ours {summary['ours_qps']:.1f} ({summary['ours_setting']}); highest single "
           f"VALID run: naive {summary['naive_best_seen_qps']:.1f}, static {summary['static_best_seen_qps']:.1f}, ours "
           f"{summary['ours_best_seen_qps']:.1f}; {total} LoadGen runs ({summary['confirm_runs']} of them "
-          f"confirmation runs of ≥ {summary['confirm_duration_ms']} ms; {disturbed} disturbed by other processes "
-          f"(> {sc.others_cpu_max:g} cores), {kept_disturbed} of them kept after the reruns); loadavg {la[0]:.2f}"
+          f"confirmation runs of ≥ {summary['confirm_duration_ms']} ms; "
+          + (f"{disturbed} disturbed by other processes (> {sc.others_cpu_max:g} cores), {kept_disturbed} of them "
+             "kept after the reruns" if sc.others_cpu_max >= 0 else "disturbance guard off") + f"); loadavg {la[0]:.2f}"
           + (f"; lower bounds only (no INVALID above): {summary['unbracketed']}" if summary["unbracketed"] else "")
           + (f"; {len(summary['probed_only'])} candidate(s) of ours VALID at the probe but not bisected "
              f"(max_settings={sc.max_settings}): not reported" if summary["probed_only"] else ""))

@@ -106,10 +106,15 @@ class SearchConfig:
     confirm_ladder: list[float] = field(default_factory=lambda: [1.0, 0.95, 0.9, 0.8, 0.7, 0.6, 0.5])
     """confirmation backs off down these fractions of a kind's highest VALID QPS until one repeats VALID (the same
     rule for naive, static and ours; at most len × confirm_repeats runs)"""
-    others_cpu_max: float = 0.25
-    """a search or confirmation run during which other processes used more than this many cores (the kernel's CPU
-    counters) is disturbed: run again if INVALID, at most `disturbed_reruns` times (counted); < 0 turns it off"""
+    others_cpu_max: float = -1.0
+    """≥ 0 turns on the disturbance guard (for a machine shared with other jobs): a search or confirmation run
+    during which other processes used more than this many cores (the kernel's CPU counters) is disturbed, run
+    again if INVALID, at most `disturbed_reruns` times (counted), and a confirmation stops at one still disturbed.
+    Off (< 0) by default: with nothing else running (2026-12-02, RM3) 15 of 74 runs read 0.26–0.53 cores of
+    "others", all overloaded ones (kernel work for the server's own backlog, not billed to its process), and
+    static's confirmation stopped on them"""
     disturbed_reruns: int = 2
+    """the guard's reruns of one disturbed INVALID run"""
     confirm_bisect_steps: int = 2
     """then bisect this many times between the level that held and the failed one above it (each midpoint by the
     same repeats rule; ≤ steps × confirm_repeats more runs), so a figure is not up to one ladder step low"""

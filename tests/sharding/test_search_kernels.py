@@ -178,9 +178,8 @@ def test_the_greedy_placement_kernel_places_as_the_numpy_loop(seed: int, ranks: 
     assert all(np.array_equal(used[i], state.used[x]) for i, x in enumerate(state.tiers))
 
 
-@pytest.mark.parametrize(("seed", "hardware", "ranks"), [(13, "dgx_h100", 8), (14, "dgx_h100_x2", 16),
-                                                         (15, "dgx_h100_x8", 32)])
-def test_host_scores_are_the_numpy_ones_bit_for_bit(seed: int, hardware: str, ranks: int) -> None:
+def _half_placed(seed: int, hardware: str, ranks: int) -> tuple[PlanWorkload, object, Resources, Loads]:
+    """2·ranks random tables; the first `ranks` placed table-wise on random ranks, the rest left to place."""
     wl = PlanWorkload(load_tables(f"random:{ranks * 2}:{seed}"), 2048)
     topo = load_topology(hardware, ranks)
     res = Resources(CostModel(wl, topo), TorchRecCostModel(wl, topo), (1e-3, 2e-3))
@@ -188,6 +187,13 @@ def test_host_scores_are_the_numpy_ones_bit_for_bit(seed: int, hardware: str, ra
     rng = np.random.default_rng(seed)
     for t in wl.tables[:ranks]:
         state.put(int(rng.integers(ranks)), TW, *res.shard(t, TW, t.rows, t.dim, "hbm", 1.0))
+    return wl, topo, res, state
+
+
+@pytest.mark.parametrize(("seed", "hardware", "ranks"), [(13, "dgx_h100", 8), (14, "dgx_h100_x2", 16),
+                                                         (15, "dgx_h100_x8", 32)])
+def test_host_scores_are_the_numpy_ones_bit_for_bit(seed: int, hardware: str, ranks: int) -> None:
+    wl, topo, res, state = _half_placed(seed, hardware, ranks)
     h = topo.ranks_per_host
     for t in wl.tables[ranks:]:
         shards = [res.shard(t, TWRW, hi - lo, t.dim, "hbm", 1.0) for lo, hi in row_ranges(t.rows, h)]
@@ -205,13 +211,7 @@ def test_the_table_row_wise_kernel_places_groups_as_the_numpy_loop(seed: int, ha
     """`place_groups` against the loop it replaced (`pack._best_host`, then `put` of each shard): the same hosts
     and bitwise the same loads and bytes; capacities `room` times what is placed (below 1: some group fits on no
     host)."""
-    wl = PlanWorkload(load_tables(f"random:{ranks * 2}:{seed}"), 2048)
-    topo = load_topology(hardware, ranks)
-    res = Resources(CostModel(wl, topo), TorchRecCostModel(wl, topo), (1e-3, 2e-3))
-    state = Loads(res, topo, {TW, TWRW})
-    rng = np.random.default_rng(seed)
-    for t in wl.tables[:ranks]:
-        state.put(int(rng.integers(ranks)), TW, *res.shard(t, TW, t.rows, t.dim, "hbm", 1.0))
+    wl, topo, res, state = _half_placed(seed, hardware, ranks)
     h = topo.ranks_per_host
     groups = [[res.shard(t, TWRW, hi - lo, t.dim, "hbm", 1.0) for lo, hi in row_ranges(t.rows, h)]
               for t in wl.tables[ranks:]]

@@ -69,16 +69,12 @@ class Builder:
     def shard(self, t: TableSpec, st: ShardingType, rows: int, cols: int) -> tuple[np.ndarray, dict[str, float]]:
         return self.res.shard(t, st, rows, cols, *self.tiers[t.name])
 
-    def options(self, t: TableSpec, mu: float, allow_dp: bool) -> list[Option]:
-        """Feasible options of table t; a piece must fit μ of a rank (RW always qualifies: it is the fallback that
-        spreads memory evenly)."""
-        return self._feasible(t, mu, allow_dp)[0]
-
     def _feasible(self, t: TableSpec, mu: float, allow_dp: bool,
                   ) -> tuple[list[Option], list[float], int, int]:
-        """`options`, memoised with what `choose` reads of them on every attempt: each option's larger summed
-        work (`float(o[2].max())`), the index of the table-wise option and of the first data-parallel one (−1 if
-        absent)."""
+        """Feasible options of table t (a piece must fit μ of a rank; RW always qualifies: it is the fallback that
+        spreads memory evenly), memoised with what `choose` reads of them on every attempt: each option's larger
+        summed work (`float(o[2].max())`), the index of the table-wise option and of the first data-parallel one
+        (−1 if absent)."""
         key = (t.name, mu, allow_dp)
         got = self._options.get(key)
         if got is None:

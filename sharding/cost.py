@@ -211,7 +211,9 @@ class CostModel:
         yields (`not_priced.step_overhead_per_value` in its file); it is not added here: on two validation runs
         (2026-12-02, results/validation/costmodel_rounds_20261201.md sections 5–6) it made the step's median error
         worse (14% → 24%, 15% → 24%), because the stages it adds to are priced too high (backward + optimizer
-        1.44–1.49×, collectives 1.24–1.30× of measured); it does not change which plan is cheaper."""
+        1.44–1.49×, collectives 1.24–1.30× of measured); it does not change which plan is cheaper. With the
+        backward priced per distinct row (section 7: backward + optimizer 1.49× → 1.22× on the section 5 run) it
+        still made it worse there (14% → 20%): the collectives stay 1.24× over."""
         return self.topology.step_overhead
 
     # ---- lookups and misses ----

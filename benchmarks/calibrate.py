@@ -15,7 +15,11 @@ Runs as a job of N local ranks (gloo/CPU), every rank measuring at once as ranks
                      bytes (id_s·bw_near), is `Topology.lookup_weights`: the cost model adds it per id looked up.
   co-located ranks   the largest DRAM-bound point timed by rank 0 alone / with every rank busy (shared bandwidth).
   backward           the same TBE trained with EXACT_ROWWISE_ADAGRAD: multiplier = slope of (train − fwd) time
-                     over bytes / slope of fwd time (the per-byte cost of backward + fused update vs forward).
+                     over bytes / slope of fwd time (the per-byte cost of backward + fused update vs forward);
+                     `lookup_model.backward` fits its rows once per distinct row the batch touches (the fused
+                     update reads and writes each once), and the model prices the backward so
+                     (`lookup_weights.lookup_bwd.unique_rows`: hot Zipf tables update far fewer rows than they
+                     look up, while the stage plans below, uniform, touch about one row per id).
   dense optimizer    TorchRec RowWiseAdagrad step on dense fp32 tables of 3 sizes: bandwidth = 1 / slope of
                      time = c + parameter bytes / bw, relative least squares (the step of data-parallel tables).
   collectives        gloo all_to_all_single, reduce_scatter_tensor, all_gather_into_tensor and all_reduce of
@@ -124,26 +128,33 @@ def lookup_rows(dim: int, llc_multiple: float, llc: int, cap: int | None) -> int
     return min(rows, cap) if cap else rows
 
 
-def lookup_terms(p: dict[str, Any], llc: int) -> tuple[float, float, float]:
+def lookup_terms(p: dict[str, Any], llc: int, unique: bool = False) -> tuple[float, float, float]:
     """(ids, bytes near the core, extra row bytes from DRAM) of one lookup point: every byte the kernel reads or
-    writes (ids·8 + rows gathered + pooled output) counts near the core; a gathered row of a table of
+    writes (ids·8 + rows gathered + pooled output) counts near the core (`unique`: the rows as the backward's
+    fused update touches them, once per distinct row, `unique_rows`); a gathered row of a table of
     `table_bytes` misses the last-level cache with the probability a static hot set of the cache's size leaves
     (`zipf_miss_rate`; uniform: 1 − llc / table bytes), and its bytes count again in the DRAM term."""
     from sharding.cost import zipf_miss_rate
 
     frac = min(1.0, llc / p["table_bytes"])
     miss = zipf_miss_rate(p["rows"], 1.05, frac) if p["access"] == "zipf" else 1.0 - frac
-    gather = p["ids"] * p["dim"] * 4
+    gather = (p["unique_rows"] if unique else p["ids"]) * p["dim"] * 4
     return p["ids"], p["ids"] * 8 + p["batch"] * p["dim"] * 4 + gather, gather * miss
 
 
-def fit_lookup(points: list[dict[str, Any]], llc: int, y: str = "fwd_s") -> dict[str, float]:
+def per_unique_row(points: list[dict[str, Any]]) -> bool:
+    """Whether the grid's points hold their distinct rows (files calibrated before they were stored do not):
+    then the backward is fitted, and priced, per distinct row (`lookup_weights`)."""
+    return bool(points) and all("unique_rows" in p for p in points)
+
+
+def fit_lookup(points: list[dict[str, Any]], llc: int, y: str = "fwd_s", unique: bool = False) -> dict[str, float]:
     """Non-negative least squares of the relative error of time = c + ids·id_s + near bytes / near_bandwidth
-    + DRAM bytes / dram_bandwidth over the grid (`lookup_terms`); with the fit's median and max absolute relative
-    residual."""
+    + DRAM bytes / dram_bandwidth over the grid (`lookup_terms`, `unique`: rows counted once per distinct row);
+    with the fit's median and max absolute relative residual."""
     from scipy.optimize import nnls
 
-    terms = np.array([lookup_terms(p, llc) for p in points])
+    terms = np.array([lookup_terms(p, llc, unique) for p in points])
     a = np.column_stack([np.ones(len(points)), terms])
     t = np.array([p[y] for p in points])
     w = 1.0 / np.maximum(t, 1e-9)  # relative error: a small point's residual counts as much as a large one's
@@ -507,13 +518,26 @@ def fit_relative(points: list[dict], x: str, y: str) -> tuple[float, float]:
     return float(coef[0]), float(1.0 / max(coef[1], 1e-15))
 
 
-def lookup_weights(near: dict[str, float], near_bwd: dict[str, float]) -> dict[str, dict[str, float]]:
+def lookup_weights(near: dict[str, float], near_bwd: dict[str, float], unique: bool = False,
+                   ) -> dict[str, dict[str, float]]:
     """`Topology.lookup_weights` from the lookup fits, in near-core bytes: per stage an id's cost (id_s ·
     near_bandwidth). "dram" is written 0: the lookup grid and the measured jobs both replay a few batches, so
     their rows mostly stay in the cache and what the grid's table-size term measures (page walks over large
-    tables, not LLC misses) moved held-out predictions further from the measured stages (see DRAM_NOTE)."""
-    return {stage: {"id_bytes": round(f["id_s"] * f["near_bandwidth"], 2), "dram": 0.0}
-            for stage, f in (("lookup", near), ("lookup_bwd", near_bwd))}
+    tables, not LLC misses) moved held-out predictions further from the measured stages (see DRAM_NOTE).
+    `unique` (the backward fitted per distinct row): "lookup_bwd" gets "unique_rows" 1, so the model prices
+    the backward's row bytes per distinct row too (UNIQUE_NOTE)."""
+    out = {stage: {"id_bytes": round(f["id_s"] * f["near_bandwidth"], 2), "dram": 0.0}
+           for stage, f in (("lookup", near), ("lookup_bwd", near_bwd))}
+    if unique:
+        out["lookup_bwd"]["unique_rows"] = 1.0
+    return out
+
+
+UNIQUE_NOTE = ("unique_rows = 1: FBGEMM's CPU backward with the fused row-wise Adagrad update reads and writes each "
+               "distinct row once; on the grid, a fit with separate per-id and per-distinct-row row bytes put "
+               "(almost) all of them on the distinct rows (2026-12-02). The stage bandwidths are fitted on uniform "
+               "plans (about every id its own row), so per id the model over-priced the backward of Zipf "
+               "workloads 1.4–1.9× and priced uniform ones right")
 
 
 DRAM_NOTE = ("dram = 0: with the grid's near / DRAM bandwidth ratio as the DRAM weight, the median step error on "
@@ -532,7 +556,8 @@ def fit_round(m: dict[str, Any], llc: int, world: int = 2) -> dict[str, Any]:
     comm, dense, stage = m["collectives"], m["dense_optimizer"], m["torchrec_stages_s"]
     links = {op: fit_relative(points, "sent_bytes", "secs") for op, points in comm.items()}
     opt_call_s, opt_bw = fit_relative(dense, "bytes", "secs")
-    near, near_bwd = fit_lookup(pts, llc), fit_lookup(pts, llc, "bwd_s")
+    unique = per_unique_row(pts)
+    near, near_bwd = fit_lookup(pts, llc), fit_lookup(pts, llc, "bwd_s", unique)
     fits = {"lookup fwd (c + near/bw + DRAM/bw)": (near["median_residual"], near["max_residual"]),
             "lookup bwd+update": (near_bwd["median_residual"], near_bwd["max_residual"]),
             "lookup fwd (c + bytes/bw, no cache)": residual(pts, "bytes", "fwd_s", (call_s, bw)),
@@ -541,7 +566,7 @@ def fit_round(m: dict[str, Any], llc: int, world: int = 2) -> dict[str, Any]:
     overhead = stage_overheads(stage)
     return {"lookup_bandwidth": bw, "lookup_call_s": call_s, "bwd_call_s": bwd_call_s,
             "bwd_compute_multiplier": bw / bwd_bw, "forward": near, "backward": near_bwd,
-            "lookup_weights": lookup_weights(near, near_bwd),
+            "lookup_weights": lookup_weights(near, near_bwd, unique),
             "colocated_slowdown": float(m["colocated"]["slowdown"]),
             "collectives": {op: {"latency": lat, "bandwidth": b} for op, (lat, b) in links.items()},
             "optimizer_call_s": opt_call_s, "optimizer_bandwidth": opt_bw, "stage_overhead": overhead,
@@ -686,7 +711,7 @@ def write_yaml(out: str, rounds: list[dict[str, Any]], world: int, extra: dict[s
                     "llc_bytes": "the last-level cache (sysfs), shared by the host's tables in proportion to their "
                                  "bytes (sharding.cost.CostModel.llc_miss)",
                     "lookup_weights": "per lookup stage, from lookup_model's forward and backward fits: id_bytes "
-                                      f"= id_s · near_bandwidth; {DRAM_NOTE}",
+                                      f"= id_s · near_bandwidth; {DRAM_NOTE}; {UNIQUE_NOTE}",
                     "stage_overhead": "TorchRec stage medians (max over ranks) on tiny tables, bytes ≈ 0: base = "
                                       "TW + RW − (TW+RW), type = type − base, clamped at 0",
                     "stage_bandwidth": f"per type and stage: modelled bytes of a larger plan ({2 * world} tables "

@@ -41,7 +41,8 @@ from sharding.plan import Shard, ShardingPlan, ShardingType
 from sharding.topology import Topology
 from sharding.workload import PlanWorkload
 
-__all__ = ["CostModel", "ShardCost", "RankCost", "zipf_miss_rate", "MissCurve", "COLLECTIVE_CALLS"]
+__all__ = ["CostModel", "ShardCost", "RankCost", "zipf_miss_rate", "expected_unique_rows", "MissCurve",
+           "COLLECTIVE_CALLS"]
 
 MissCurve = Callable[[float], float] | tuple[np.ndarray, np.ndarray]
 # collective calls (pass, op) of one sharding group per step, every rank of the world joining each: the input
@@ -79,6 +80,31 @@ def zipf_miss_rate(rows: int, alpha: float, fraction: float) -> float:
     if fraction >= 1:
         return 0.0
     return max(0.0, 1.0 - _harmonic(max(fraction * rows, 1.0), alpha) / _harmonic(rows, alpha))
+
+
+_EXACT_RANKS = 1 << 16  # ranks summed one by one; beyond, geometric bins of the smooth tail
+
+
+def expected_unique_rows(rows: int, kind: str, alpha: float, draws: float) -> float:
+    """Expected distinct rows among `draws` independent ids over a table of `rows` rows: Σ_i 1 − (1 − p_i)^draws,
+    p_i uniform (1 / rows) or bounded Zipf(alpha) (i^-alpha / H(rows, alpha), as `embedding.generate` draws
+    them); other access kinds (traces): `draws` (every id its own row), capped by `rows`. What the fused
+    row-wise update of a backward touches (`CostModel.unique_rows`)."""
+    if rows <= 0 or draws <= 0:
+        return 0.0
+    if kind == "uniform":
+        return float(-rows * math.expm1(draws * math.log1p(-1.0 / rows))) if rows > 1 else 1.0
+    if kind != "zipf":
+        return float(min(draws, rows))
+    h = _harmonic(rows, alpha)
+    head = np.arange(1, min(rows, _EXACT_RANKS) + 1, dtype=np.float64)
+    total = float(-np.sum(np.expm1(draws * np.log1p(-(head ** -alpha) / h))))
+    if rows > _EXACT_RANKS:
+        edges = np.unique(np.geomspace(_EXACT_RANKS + 1, rows + 1, 2048).astype(np.int64))
+        lo, hi = edges[:-1], edges[1:]
+        mid = np.sqrt(lo * (hi - 1.0))  # the bin's geometric middle rank: the tail is smooth in log rank
+        total += float(np.sum((hi - lo) * -np.expm1(draws * np.log1p(-(mid ** -alpha) / h))))
+    return min(total, float(rows))
 
 
 @dataclass(frozen=True)
@@ -185,7 +211,9 @@ class CostModel:
         yields (`not_priced.step_overhead_per_value` in its file); it is not added here: on two validation runs
         (2026-12-02, results/validation/costmodel_rounds_20261201.md sections 5–6) it made the step's median error
         worse (14% → 24%, 15% → 24%), because the stages it adds to are priced too high (backward + optimizer
-        1.44–1.49×, collectives 1.24–1.30× of measured); it does not change which plan is cheaper."""
+        1.44–1.49×, collectives 1.24–1.30× of measured); it does not change which plan is cheaper. With the
+        backward priced per distinct row (section 7: backward + optimizer 1.49× → 1.22× on the section 5 run) it
+        still made it worse there (14% → 20%): the collectives stay 1.24× over."""
         return self.topology.step_overhead
 
     # ---- lookups and misses ----
@@ -238,7 +266,8 @@ class CostModel:
                       cache_fraction: float) -> tuple[float, float, float]:
         """(tier-0 bytes of a shard's forward lookups, of its backward, bytes gathered from `tier` on misses).
         With `Topology.lookup_weights`, each id adds its "id_bytes" and each tier-0 row byte that misses the
-        last-level cache (`llc_miss`) its "dram" extra."""
+        last-level cache (`llc_miss`) its "dram" extra; the backward's row bytes count per distinct row for the
+        "unique_rows" share of them (`unique_share`; 1 in calibrated files), per id for the rest."""
         topo, wl = self.topology, self.workload
         lookups, bags = self._traffic(t, st, rows)
         if rows == 0:
@@ -246,10 +275,28 @@ class CostModel:
         miss = 0.0 if tier == topo.fast.name else self.miss_rate(t, cache_fraction)
         gather = lookups * cols * DTYPE_BYTES[t.dtype]
         rest = lookups * wl.index_bytes + bags * cols * wl.output_bytes
-        near, llc, lw = gather * (1 - miss), self.llc_miss(t), topo.lookup_weights
-        fwd, bwd = (rest + near * (1 + llc * lw.get(s, {}).get("dram", 0.0)) + lookups * lw.get(s, {}).get(
-            "id_bytes", 0.0) for s in ("lookup", "lookup_bwd"))
+        llc, lw = self.llc_miss(t), topo.lookup_weights
+        per_unique = lw.get("lookup_bwd", {}).get("unique_rows", 0.0)
+        rows_bwd = (1 - per_unique) + per_unique * self.unique_share(t, st) if per_unique and lookups else 1.0
+        fwd, bwd = (rest + gather * (1 - miss) * f * (1 + llc * lw.get(s, {}).get("dram", 0.0))
+                    + lookups * lw.get(s, {}).get("id_bytes", 0.0)
+                    for s, f in (("lookup", 1.0), ("lookup_bwd", rows_bwd)))
         return fwd, bwd, gather * miss
+
+    def unique_share(self, t: TableSpec, st: ShardingType) -> float:
+        """Distinct rows a shard's ids touch per step / its ids (≤ 1): what the backward's fused row-wise update
+        reads and writes once per row (`lookup_weights["lookup_bwd"]["unique_rows"]`). Ids spread over the
+        rows as hashed ids are, so a row-wise shard holding a share of the rows gets that share of the table's
+        ids and of its distinct rows: the same ratio as the whole table (`expected_unique_rows` of the global
+        batch's ids). A data-parallel replica's backward is a dense gradient, not the fused update: 1."""
+        if st == ShardingType.DATA_PARALLEL:
+            return 1.0
+        key = ("u", t.name)
+        if key not in self._memo:
+            ids = self.workload.batch_size * self.topology.world_size * t.pooling.expected
+            uniq = expected_unique_rows(t.rows, t.access.kind, t.access.alpha, ids)
+            self._memo[key] = min(1.0, uniq / ids) if ids > 0 else 1.0
+        return self._memo[key]  # type: ignore[return-value]
 
     def _shard_cost(self, t: TableSpec, st: ShardingType, rows: int, cols: int, tier: str,
                     cache_fraction: float) -> ShardCost:

@@ -85,7 +85,9 @@ class Topology:
     cache, and per lookup stage ("lookup", "lookup_bwd") what the kernel's time is made of besides bytes, in
     bytes of the same time: "id_bytes" per id looked up (the per-row cost a gather pays whatever its width) and
     "dram", the extra cost of a row byte that misses the LLC per byte served near the core (the miss as a hot set
-    of the table's share of the LLC would leave: `CostModel.llc_miss`). Empty (the GPU presets): bytes only.
+    of the table's share of the LLC would leave: `CostModel.llc_miss`); "lookup_bwd" may hold "unique_rows", the
+    share (0–1) of the backward's row bytes that the fused row-wise update pays once per distinct row touched
+    rather than per id (`CostModel.unique_share`). Empty (the GPU presets): bytes only.
     """
 
     name: str
@@ -141,9 +143,11 @@ class Topology:
             raise TopologyError(f"topology {self.name!r}: stage bandwidths must be > 0")
         lw = self.lookup_weights
         if self.llc_bytes < 0 or set(lw) - {"lookup", "lookup_bwd"} or any(
-                set(v) - {"id_bytes", "dram"} or min(v.values(), default=0) < 0 for v in lw.values()):
+                set(v) - {"id_bytes", "dram", "unique_rows"} or min(v.values(), default=0) < 0
+                or v.get("unique_rows", 0.0) > 1 for v in lw.values()):
             raise TopologyError(f"topology {self.name!r}: llc_bytes must be ≥ 0 and lookup_weights map 'lookup' / "
-                                f"'lookup_bwd' to {{id_bytes, dram}} ≥ 0, got {self.llc_bytes}, {lw}")
+                                f"'lookup_bwd' to {{id_bytes, dram}} ≥ 0 and unique_rows in [0, 1], got "
+                                f"{self.llc_bytes}, {lw}")
 
     @property
     def world_size(self) -> int:

@@ -219,3 +219,22 @@ def test_stacked_plan_gives_the_lone_rank_speed_up_and_the_all_to_all_share_the_
     assert got["lookup"] == pytest.approx(1.5) and got["lookup_bwd"] == pytest.approx(1.25)
     assert got["input_dist"] == pytest.approx(0.5)
     assert stacked({"TW": tiny, "TW:big": big}, 2) == {}  # a file calibrated before the stacked plan
+
+
+def test_backward_fit_counts_rows_once_per_distinct_row_and_the_weights_say_so() -> None:
+    pts = _grid()
+    for i, p in enumerate(pts):
+        p["ids"] *= 1 + (i % 3) / 2
+        p["unique_rows"] = p["ids"] * (0.3 if p["access"] == "zipf" else 0.95)  # hot tables repeat rows
+        ids, near, dram = calibrate.lookup_terms(p, LLC, unique=True)
+        p["bwd_s"] = 30e-6 + ids * 5e-9 + near / 20e9 + dram / 8e9
+    assert calibrate.per_unique_row(pts)
+    fit = calibrate.fit_lookup(pts, LLC, "bwd_s", unique=True)
+    assert fit["near_bandwidth"] == pytest.approx(20e9, rel=1e-3) and fit["max_residual"] < 1e-6
+    per_id = calibrate.fit_lookup(pts, LLC, "bwd_s")  # the same times read per id: the fit misses them
+    assert per_id["max_residual"] > 0.05
+    assert calibrate.lookup_weights(fit, fit, unique=True)["lookup_bwd"]["unique_rows"] == 1.0
+    assert "unique_rows" not in calibrate.lookup_weights(fit, fit)["lookup_bwd"]
+    for p in pts[:1]:
+        del p["unique_rows"]
+    assert not calibrate.per_unique_row(pts)  # files calibrated before the grid stored them: per id, as fitted

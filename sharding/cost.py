@@ -82,7 +82,7 @@ def zipf_miss_rate(rows: int, alpha: float, fraction: float) -> float:
     return max(0.0, 1.0 - _harmonic(max(fraction * rows, 1.0), alpha) / _harmonic(rows, alpha))
 
 
-_EXACT_RANKS = 1 << 16  # ranks summed one by one; beyond, geometric bins of the smooth tail
+_EXACT_RANKS = 1 << 12  # ranks summed one by one; beyond, geometric bins of the smooth tail
 
 
 def expected_unique_rows(rows: int, kind: str, alpha: float, draws: float) -> float:
@@ -100,7 +100,7 @@ def expected_unique_rows(rows: int, kind: str, alpha: float, draws: float) -> fl
     head = np.arange(1, min(rows, _EXACT_RANKS) + 1, dtype=np.float64)
     total = float(-np.sum(np.expm1(draws * np.log1p(-(head ** -alpha) / h))))
     if rows > _EXACT_RANKS:
-        edges = np.unique(np.geomspace(_EXACT_RANKS + 1, rows + 1, 2048).astype(np.int64))
+        edges = np.unique(np.geomspace(_EXACT_RANKS + 1, rows + 1, 512).astype(np.int64))
         lo, hi = edges[:-1], edges[1:]
         mid = np.sqrt(lo * (hi - 1.0))  # the bin's geometric middle rank: the tail is smooth in log rank
         total += float(np.sum((hi - lo) * -np.expm1(draws * np.log1p(-(mid ** -alpha) / h))))

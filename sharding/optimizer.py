@@ -14,8 +14,9 @@ refinement for small instances and a long anneal).
    likewise, else row-wise over all ranks. Attempts (θ, μ, ...) in a fixed order, μ = 1 first (a piece may fill
    a rank; packing checks what fits), plus, over the budget: the reference packings (TorchRec's own first
    proposals, on its model: every table table-row-wise, and every table row-wise, as its UniformProposer; each
-   table's option with the smallest piece, as its GreedyProposer starts), one packing on TorchRec's model alone,
-   and one with each table's least-work option by TorchRec's model.
+   table's option with the smallest piece, as its GreedyProposer starts, placed as its greedy partitioner places
+   and that placement again after sharding-type moves on TorchRec's model), one packing on TorchRec's model
+   alone, and one with each table's least-work option by TorchRec's model.
 4. Packing: fixed shards (RW, DP) first, TWRW groups onto the host with the least J, then pieces by descending
    dominant share onto the rank with the least (J, …); then moves and swaps off the ranks holding a row's maximum,
    priced exactly in O(K) per target from each row's top 3; then sharding-type moves (`sharding.pack.retype`):
@@ -24,7 +25,9 @@ refinement for small instances and a long anneal).
    and swaps again. Iteration budgets (not the clock) end every step.
 5. Where no packing beats every baseline on both models, the greedy baselines' plans polished by the same search
    are candidates too. The pick: among candidates no worse than every baseline on both models and no worse on
-   both than the best (by TorchRec's rating) of the reference packings, the least cost by our model among
+   both than the best (by TorchRec's rating) of the reference packings (the moved smallest-piece packing stands
+   for its placed form only where the moves cut TorchRec's rating by at least the ratio they raise our cost:
+   `moves_count`), the least cost by our model among
    those TorchRec rates within `TREC_TIE` of the best rating (`pick`). TorchRec's planner returns the best plan
    by its estimator among its proposals, so only our best-rated candidates can stay at or below it there; the
    reference keeps our model's cost at or below that of a plan built TorchRec's way (A/B over
@@ -81,7 +84,8 @@ ANNEAL_MILP_NODES = 2000  # step 7: node limit of the bound MILP that picks the 
 SEEDED_ITERS = 1000  # step 7: local-search budget of that start's packing
 TREC_ONLY_THETAS = (0.5,)  # extra packings on TorchRec's model alone, at these θ
 LEAST_WORK_BY = (3,)  # extra packings: each table's least-work option by ours (2), by TorchRec's model (3)
-REF_TAGS = (" TorchRec-only uniform-TWRW", " TorchRec-only smallest-piece", " uniform-RW")  # the reference packings
+REF_TAGS = (" TorchRec-only uniform-TWRW", " TorchRec-only smallest-piece", " uniform-RW",  # the reference packings
+            " TorchRec-placed smallest-piece")  # [1] is [3] after sharding-type moves on TorchRec's model
 TREC_TIE = 1e-3  # the pick: TorchRec ratings within 0.1% of the best count as equal (ties go to our model)
 
 
@@ -154,9 +158,10 @@ def _optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[s
 
 
 def _packings(joint: Builder, topology: Topology, lb: tuple[float, float],
-              ) -> tuple[list[tuple[str, ShardingPlan]], set[int]]:
+              ) -> tuple[list[tuple[str, ShardingPlan]], dict[int, int | None]]:
     """Steps 2-4: the packing attempts (`joint`: on both models over their bounds `lb`), as (label, plan), and
-    the ids of the reference packings' plans."""
+    the ids of the reference packings' plans, the moved smallest-piece packing's mapped to the id of its placed
+    form (`moves_count` decides which stands as the reference), the others' to None."""
     res, tiers, iters = joint.res, joint.tiers, joint.iters
     workload = res.cost.workload
     ours_only = Builder(Resources(res.cost, res.trec, (lb[0], lb[1] * 1e6), res), tiers, iters)  # TorchRec's ≈ 0
@@ -166,7 +171,10 @@ def _packings(joint: Builder, topology: Topology, lb: tuple[float, float],
     # the pick returns a plan no worse than the best of them on both models
     quick = Builder(trec_only.res, tiers, 0, share=trec_only)  # placed as TorchRec places, then type moves only
     quick.least_loaded = True
-    lead = [(quick, REF_TAGS[1], 0.0, 1.0, True, True, False, None),
+    placed = Builder(trec_only.res, tiers, 0, share=trec_only)  # placed as TorchRec places, nothing after
+    placed.least_loaded, placed.retype_rounds = True, 0
+    lead = [(placed, REF_TAGS[3], 0.0, 1.0, True, True, False, None),
+            (quick, REF_TAGS[1], 0.0, 1.0, True, True, False, None),
             (quick, REF_TAGS[2], 1.0, 1.0, True, False, False, ShardingType.ROW_WISE)]
     if topology.num_hosts > 1:
         lead.insert(0, (trec_only, REF_TAGS[0], 1.0, 1.0, True, False, True, TWRW))
@@ -182,7 +190,7 @@ def _packings(joint: Builder, topology: Topology, lb: tuple[float, float],
     budget = max(1, ATTEMPT_WORK // len(workload.tables))  # fewer attempts on larger instances
     found: list[tuple[str, ShardingPlan]] = []
     tried: set[tuple] = set()
-    reference: set[int] = set()
+    reference: dict[int, int | None] = {}
     for b, tag, theta, mu, dp, lw, tf, un in lead + [(*a, None) for a in attempts]:
         if len(found) - len(reference) >= budget + extra:  # the reference packings are tried in any case
             break
@@ -198,8 +206,8 @@ def _packings(joint: Builder, topology: Topology, lb: tuple[float, float],
         lw_tag = {True: " least-work", 2: " least-work(ours)", 3: " least-work(TorchRec)"}.get(lw, "")
         found.append((f"pack{tag} θ={theta} μ={mu}{lw_tag}{'' if dp else ' no-DP'}"
                       f"{' TWRW-first' if tf else ''}", plan))
-        if tag in REF_TAGS:
-            reference.add(id(plan))
+        if tag in REF_TAGS:  # the moved smallest-piece packing, linked to its placed form (`moves_count`)
+            reference[id(plan)] = id(found[-2][1]) if tag == REF_TAGS[1] and REF_TAGS[3] in found[-2][0] else None
     return found, reference
 
 
@@ -242,11 +250,15 @@ def _candidates(builder: Builder, found: list[tuple[str, ShardingPlan]],
 
 
 def _qualifying(scored: list[tuple[str, float, float, ShardingPlan]], baselines: list[tuple[str, float, float]],
-                reference: set[int], stats: OptimizeStats) -> list[tuple[str, float, float, ShardingPlan]]:
+                reference: dict[int, int | None], stats: OptimizeStats,
+                ) -> list[tuple[str, float, float, ShardingPlan]]:
     """Step 5's candidates: those no worse than every baseline on both models (else no worse than the best
     greedy baseline by ours), then, where a reference packing qualifies, those no worse on both models than the
-    best reference by TorchRec's rating."""
+    best reference by TorchRec's rating (the moved smallest-piece packing counts where `moves_count`, else its
+    placed form stands for it)."""
     tol = 1 + 1e-9
+    rated = {id(p): (a, b) for _, a, b, p in scored}
+    reference = {k for k, v in reference.items() if v is None or v not in rated or moves_count(rated[k], rated[v])}
     good = [s for s in scored if all(s[1] <= a * tol and s[2] <= b * tol for _, a, b in baselines)]
     stats.dominates_baselines = bool(good)
     if not good:  # never worse than a greedy baseline by our model (a greedy baseline itself qualifies)
@@ -257,6 +269,14 @@ def _qualifying(scored: list[tuple[str, float, float, ShardingPlan]], baselines:
         r = min(ref, key=lambda x: (x[2], x[1]))
         good = [x for x in good if x[1] <= r[1] * tol and x[2] <= r[2] * tol]
     return good
+
+
+def moves_count(moved: tuple[float, float], placed: tuple[float, float]) -> bool:
+    """Whether a reference packing after sharding-type moves on TorchRec's model (`moved`: ours s, TorchRec s)
+    stands for its form before them (`placed`): where the moves cut TorchRec's rating by a smaller ratio than they
+    raise our model's cost, the placed form is the reference (the moves serve TorchRec's model only; a plan built
+    TorchRec's way costs less by ours). Family A/B in results/validation/plan_family_ab_20261201.md."""
+    return moved[0] * moved[1] <= placed[0] * placed[1] * (1 + 1e-9)
 
 
 def pick(rated: list[tuple[float, float]]) -> int:

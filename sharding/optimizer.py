@@ -13,10 +13,12 @@ refinement for small instances and a long anneal).
    in other attempts: a column block still receives all of a table's ids); one too big for μ of a rank's memory
    likewise, else row-wise over all ranks. Attempts (θ, μ, ...) in a fixed order, μ = 1 first (a piece may fill
    a rank; packing checks what fits), plus, over the budget: the reference packings (TorchRec's own first
-   proposals, on its model: every table table-row-wise, and every table row-wise, as its UniformProposer; each
-   table's option with the smallest piece, as its GreedyProposer starts, placed as its greedy partitioner places
-   and that placement again after sharding-type moves on TorchRec's model), one packing on TorchRec's model
-   alone, and one with each table's least-work option by TorchRec's model.
+   proposals, on its model, from its options (its column blocks, `torchrec_column_pieces`): every table
+   table-row-wise, and every table row-wise, as its UniformProposer; each table's option with the smallest
+   piece, as its GreedyProposer starts, placed as its greedy partitioner places and that placement again after
+   sharding-type moves on TorchRec's model; from our finer column blocks where TorchRec's do not fit), the
+   moved smallest-piece packing from our column blocks, one packing on TorchRec's model alone, and one with each
+   table's least-work option by TorchRec's model.
 4. Packing: fixed shards (RW, DP) first, TWRW groups onto the host with the least J, then pieces by descending
    dominant share onto the rank with the least (J, …); then moves and swaps off the ranks holding a row's maximum,
    priced exactly in O(K) per target from each row's top 3; then sharding-type moves (`sharding.pack.retype`):
@@ -160,24 +162,22 @@ def _optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[s
 def _packings(joint: Builder, topology: Topology, lb: tuple[float, float],
               ) -> tuple[list[tuple[str, ShardingPlan]], dict[int, int | None]]:
     """Steps 2-4: the packing attempts (`joint`: on both models over their bounds `lb`), as (label, plan), and
-    the ids of the reference packings' plans, the moved smallest-piece packing's mapped to the id of its placed
+    the ids of the reference packings' plans, the moved smallest-piece reference's mapped to the id of its placed
     form (`moves_count` decides which stands as the reference), the others' to None."""
     res, tiers, iters = joint.res, joint.tiers, joint.iters
     workload = res.cost.workload
     ours_only = Builder(Resources(res.cost, res.trec, (lb[0], lb[1] * 1e6), res), tiers, iters)  # TorchRec's ≈ 0
     trec_only = Builder(Resources(res.cost, res.trec, (lb[0] * 1e6, lb[1]), res), tiers, iters)  # ours ≈ 0
     # the reference packings, TorchRec's own first proposals (every table table-row-wise or row-wise, as its
-    # UniformProposer; each table's option with the smallest piece, as its GreedyProposer starts) on its model:
-    # the pick returns a plan no worse than the best of them on both models
+    # UniformProposer, from its options: its column blocks) on its model; the pick returns a plan no worse than
+    # the best of them on both models
+    uniform = Builder(trec_only.res, tiers, iters, share=trec_only)
     quick = Builder(trec_only.res, tiers, 0, share=trec_only)  # placed as TorchRec places, then type moves only
     quick.least_loaded = True
-    placed = Builder(trec_only.res, tiers, 0, share=trec_only)  # placed as TorchRec places, nothing after
-    placed.least_loaded, placed.retype_rounds = True, 0
-    lead = [(placed, REF_TAGS[3], 0.0, 1.0, True, True, False, None),
-            (quick, REF_TAGS[1], 0.0, 1.0, True, True, False, None),
-            (quick, REF_TAGS[2], 1.0, 1.0, True, False, False, ShardingType.ROW_WISE)]
+    uniform.torchrec_columns = quick.torchrec_columns = True
+    lead = [(quick, REF_TAGS[2], 1.0, 1.0, True, False, False, ShardingType.ROW_WISE)]
     if topology.num_hosts > 1:
-        lead.insert(0, (trec_only, REF_TAGS[0], 1.0, 1.0, True, False, True, TWRW))
+        lead.insert(0, (uniform, REF_TAGS[0], 1.0, 1.0, True, False, True, TWRW))
     # then, in order: (builder, tag, θ, μ, data-parallel allowed, least-work, TWRW first, uniform type); the
     # first few over the budget: those on TorchRec's model alone and the least-work types
     attempts = [(joint, "", 0.5, 1.0, True, False, True),
@@ -188,11 +188,11 @@ def _packings(joint: Builder, topology: Topology, lb: tuple[float, float],
     attempts += [(joint, "", theta, mu, dp, lw, tf) for mu in (0.5, 0.25, 0.1) for theta in (1.0, 0.5, 0.25)
                  for lw in (False, True) for dp in (True, False) for tf in (True, False) if not (lw and tf)]
     budget = max(1, ATTEMPT_WORK // len(workload.tables))  # fewer attempts on larger instances
-    found: list[tuple[str, ShardingPlan]] = []
+    found, reference = _smallest_piece(trec_only)
+    exempt = len(found)  # packings in `lead` and the smallest-piece ones, tried in any case
     tried: set[tuple] = set()
-    reference: dict[int, int | None] = {}
-    for b, tag, theta, mu, dp, lw, tf, un in lead + [(*a, None) for a in attempts]:
-        if len(found) - len(reference) >= budget + extra:  # the reference packings are tried in any case
+    for i, (b, tag, theta, mu, dp, lw, tf, un) in enumerate(lead + [(*a, None) for a in attempts]):
+        if len(found) - exempt >= budget + extra:
             break
         choice = {t.name: b.choose(t, theta, mu, dp, lw, tf, un) for t in workload.tables}
         key = (id(b), *choice.values())
@@ -206,8 +206,46 @@ def _packings(joint: Builder, topology: Topology, lb: tuple[float, float],
         lw_tag = {True: " least-work", 2: " least-work(ours)", 3: " least-work(TorchRec)"}.get(lw, "")
         found.append((f"pack{tag} θ={theta} μ={mu}{lw_tag}{'' if dp else ' no-DP'}"
                       f"{' TWRW-first' if tf else ''}", plan))
-        if tag in REF_TAGS:  # the moved smallest-piece packing, linked to its placed form (`moves_count`)
-            reference[id(plan)] = id(found[-2][1]) if tag == REF_TAGS[1] and REF_TAGS[3] in found[-2][0] else None
+        exempt += i < len(lead)
+        if tag in REF_TAGS:
+            reference[id(plan)] = None
+    return found, reference
+
+
+def _smallest_piece(trec_only: Builder) -> tuple[list[tuple[str, ShardingPlan]], dict[int, int | None]]:
+    """The smallest-piece packings on TorchRec's model (each table's option with the smallest piece, as TorchRec's
+    GreedyProposer starts), as (label, plan), and the ids of the references among them (see `_packings`). The
+    references are TorchRec's proposal placed as its greedy partitioner places, and that placement after
+    sharding-type moves (which `moves_count` weighs against it), from TorchRec's options (its column blocks), or
+    from all of ours where those do not fit. The moved packing from all our column blocks is a candidate in any
+    case (its finer blocks can beat the references on both models)."""
+    res, tiers, workload = trec_only.res, trec_only.tiers, trec_only.cost.workload
+    found: list[tuple[str, ShardingPlan]] = []
+    reference: dict[int, int | None] = {}
+
+    def pack(trec_columns: bool, moves: bool) -> ShardingPlan | None:
+        b = Builder(res, tiers, 0, share=trec_only)
+        b.least_loaded, b.torchrec_columns = True, trec_columns
+        b.retype_rounds = b.retype_rounds if moves else 0
+        try:
+            return b.pack(0.0, 1.0, True, True, False, {t.name: b.choose(t, 0.0, 1.0, True, True, False)
+                                                        for t in workload.tables})
+        except NoFit:
+            return None
+
+    for trec_columns in (True, False):
+        if reference:  # TorchRec's options fitted: the moved packing from all of ours is a candidate only
+            if (plan := pack(False, True)) is not None:
+                found.append(("pack TorchRec-only finest-piece θ=0.0 μ=1.0 least-work", plan))
+            break
+        if (placed := pack(trec_columns, False)) is None:
+            continue
+        ours = "" if trec_columns else " (our column blocks)"
+        found.append((f"pack{REF_TAGS[3]}{ours} θ=0.0 μ=1.0 least-work", placed))
+        reference[id(placed)] = None
+        if (moved := pack(trec_columns, True)) is not None:
+            found.append((f"pack{REF_TAGS[1]}{ours} θ=0.0 μ=1.0 least-work", moved))
+            reference[id(moved)] = id(placed)
     return found, reference
 
 

@@ -10,7 +10,7 @@ import math
 from embedding.spec import TableSpec
 from sharding.plan import Shard, ShardingType, TablePlan
 
-__all__ = ["row_ranges", "row_sizes", "column_splits", "table_plan"]
+__all__ = ["row_ranges", "row_sizes", "column_splits", "torchrec_column_pieces", "table_plan"]
 
 
 def row_ranges(rows: int, n: int) -> list[tuple[int, int]]:
@@ -35,6 +35,14 @@ def row_sizes(rows: int, n: int) -> list[tuple[int, int]]:
 def column_splits(dim: int) -> list[int]:
     """Shard counts k > 1 for which dim splits into k equal blocks of a width divisible by 4."""
     return [k for k in range(2, dim // 4 + 1) if dim % k == 0 and (dim // k) % 4 == 0]
+
+
+def torchrec_column_pieces(dim: int, min_width: int = 128) -> int:
+    """The column blocks TorchRec's enumerator cuts a dim into by default (`_get_block_size_for_cw_shard` with
+    `MIN_CW_DIM` = 128): blocks of the least width ≥ `min_width` that divides the dim and is a multiple of 4, else
+    one block of the whole dim."""
+    width = next((i for i in range(min_width, dim) if dim % i == 0 and i % 4 == 0), dim)
+    return dim // width
 
 
 def table_plan(t: TableSpec, st: ShardingType, ranks: list[int], tier: str, cache_fraction: float = 0.0,

@@ -13,9 +13,12 @@ refinement for small instances and a long anneal).
    in other attempts: a column block still receives all of a table's ids); one too big for μ of a rank's memory
    likewise, else row-wise over all ranks. Attempts (θ, μ, ...) in a fixed order, μ = 1 first (a piece may fill
    a rank; packing checks what fits), plus, over the budget: the reference packings (TorchRec's own first
-   proposals, on its model: every table table-row-wise, and every table row-wise, as its UniformProposer; each
-   table's option with the smallest piece, as its GreedyProposer starts), one packing on TorchRec's model alone,
-   and one with each table's least-work option by TorchRec's model.
+   proposals, on its model, from its options (its column blocks, `torchrec_column_pieces`): every table
+   table-row-wise, and every table row-wise, as its UniformProposer; each table's option with the smallest
+   piece, as its GreedyProposer starts, placed as its greedy partitioner places and that placement again after
+   sharding-type moves on TorchRec's model; from our finer column blocks where TorchRec's do not fit), the
+   moved smallest-piece packing from our column blocks, one packing on TorchRec's model alone, and one with each
+   table's least-work option by TorchRec's model.
 4. Packing: fixed shards (RW, DP) first, TWRW groups onto the host with the least J, then pieces by descending
    dominant share onto the rank with the least (J, …); then moves and swaps off the ranks holding a row's maximum,
    priced exactly in O(K) per target from each row's top 3; then sharding-type moves (`sharding.pack.retype`):
@@ -24,7 +27,9 @@ refinement for small instances and a long anneal).
    and swaps again. Iteration budgets (not the clock) end every step.
 5. Where no packing beats every baseline on both models, the greedy baselines' plans polished by the same search
    are candidates too. The pick: among candidates no worse than every baseline on both models and no worse on
-   both than the best (by TorchRec's rating) of the reference packings, the least cost by our model among
+   both than the best (by TorchRec's rating) of the reference packings (the moved smallest-piece packing stands
+   for its placed form only where the moves cut TorchRec's rating by at least the ratio they raise our cost:
+   `moves_count`), the least cost by our model among
    those TorchRec rates within `TREC_TIE` of the best rating (`pick`). TorchRec's planner returns the best plan
    by its estimator among its proposals, so only our best-rated candidates can stay at or below it there; the
    reference keeps our model's cost at or below that of a plan built TorchRec's way (A/B over
@@ -81,7 +86,8 @@ ANNEAL_MILP_NODES = 2000  # step 7: node limit of the bound MILP that picks the 
 SEEDED_ITERS = 1000  # step 7: local-search budget of that start's packing
 TREC_ONLY_THETAS = (0.5,)  # extra packings on TorchRec's model alone, at these θ
 LEAST_WORK_BY = (3,)  # extra packings: each table's least-work option by ours (2), by TorchRec's model (3)
-REF_TAGS = (" TorchRec-only uniform-TWRW", " TorchRec-only smallest-piece", " uniform-RW")  # the reference packings
+REF_TAGS = (" TorchRec-only uniform-TWRW", " TorchRec-only smallest-piece", " uniform-RW",  # the reference packings
+            " TorchRec-placed smallest-piece")  # [1] is [3] after sharding-type moves on TorchRec's model
 TREC_TIE = 1e-3  # the pick: TorchRec ratings within 0.1% of the best count as equal (ties go to our model)
 
 
@@ -154,22 +160,24 @@ def _optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[s
 
 
 def _packings(joint: Builder, topology: Topology, lb: tuple[float, float],
-              ) -> tuple[list[tuple[str, ShardingPlan]], set[int]]:
+              ) -> tuple[list[tuple[str, ShardingPlan]], dict[int, int | None]]:
     """Steps 2-4: the packing attempts (`joint`: on both models over their bounds `lb`), as (label, plan), and
-    the ids of the reference packings' plans."""
+    the ids of the reference packings' plans, the moved smallest-piece reference's mapped to the id of its placed
+    form (`moves_count` decides which stands as the reference), the others' to None."""
     res, tiers, iters = joint.res, joint.tiers, joint.iters
     workload = res.cost.workload
     ours_only = Builder(Resources(res.cost, res.trec, (lb[0], lb[1] * 1e6), res), tiers, iters)  # TorchRec's ≈ 0
     trec_only = Builder(Resources(res.cost, res.trec, (lb[0] * 1e6, lb[1]), res), tiers, iters)  # ours ≈ 0
     # the reference packings, TorchRec's own first proposals (every table table-row-wise or row-wise, as its
-    # UniformProposer; each table's option with the smallest piece, as its GreedyProposer starts) on its model:
-    # the pick returns a plan no worse than the best of them on both models
+    # UniformProposer, from its options: its column blocks) on its model; the pick returns a plan no worse than
+    # the best of them on both models
+    uniform = Builder(trec_only.res, tiers, iters, share=trec_only)
     quick = Builder(trec_only.res, tiers, 0, share=trec_only)  # placed as TorchRec places, then type moves only
     quick.least_loaded = True
-    lead = [(quick, REF_TAGS[1], 0.0, 1.0, True, True, False, None),
-            (quick, REF_TAGS[2], 1.0, 1.0, True, False, False, ShardingType.ROW_WISE)]
+    uniform.torchrec_columns = quick.torchrec_columns = True
+    lead = [(quick, REF_TAGS[2], 1.0, 1.0, True, False, False, ShardingType.ROW_WISE)]
     if topology.num_hosts > 1:
-        lead.insert(0, (trec_only, REF_TAGS[0], 1.0, 1.0, True, False, True, TWRW))
+        lead.insert(0, (uniform, REF_TAGS[0], 1.0, 1.0, True, False, True, TWRW))
     # then, in order: (builder, tag, θ, μ, data-parallel allowed, least-work, TWRW first, uniform type); the
     # first few over the budget: those on TorchRec's model alone and the least-work types
     attempts = [(joint, "", 0.5, 1.0, True, False, True),
@@ -180,11 +188,11 @@ def _packings(joint: Builder, topology: Topology, lb: tuple[float, float],
     attempts += [(joint, "", theta, mu, dp, lw, tf) for mu in (0.5, 0.25, 0.1) for theta in (1.0, 0.5, 0.25)
                  for lw in (False, True) for dp in (True, False) for tf in (True, False) if not (lw and tf)]
     budget = max(1, ATTEMPT_WORK // len(workload.tables))  # fewer attempts on larger instances
-    found: list[tuple[str, ShardingPlan]] = []
+    found, reference = _smallest_piece(trec_only)
+    exempt = len(found)  # packings in `lead` and the smallest-piece ones, tried in any case
     tried: set[tuple] = set()
-    reference: set[int] = set()
-    for b, tag, theta, mu, dp, lw, tf, un in lead + [(*a, None) for a in attempts]:
-        if len(found) - len(reference) >= budget + extra:  # the reference packings are tried in any case
+    for i, (b, tag, theta, mu, dp, lw, tf, un) in enumerate(lead + [(*a, None) for a in attempts]):
+        if len(found) - exempt >= budget + extra:
             break
         choice = {t.name: b.choose(t, theta, mu, dp, lw, tf, un) for t in workload.tables}
         key = (id(b), *choice.values())
@@ -198,8 +206,46 @@ def _packings(joint: Builder, topology: Topology, lb: tuple[float, float],
         lw_tag = {True: " least-work", 2: " least-work(ours)", 3: " least-work(TorchRec)"}.get(lw, "")
         found.append((f"pack{tag} θ={theta} μ={mu}{lw_tag}{'' if dp else ' no-DP'}"
                       f"{' TWRW-first' if tf else ''}", plan))
+        exempt += i < len(lead)
         if tag in REF_TAGS:
-            reference.add(id(plan))
+            reference[id(plan)] = None
+    return found, reference
+
+
+def _smallest_piece(trec_only: Builder) -> tuple[list[tuple[str, ShardingPlan]], dict[int, int | None]]:
+    """The smallest-piece packings on TorchRec's model (each table's option with the smallest piece, as TorchRec's
+    GreedyProposer starts), as (label, plan), and the ids of the references among them (see `_packings`). The
+    references are TorchRec's proposal placed as its greedy partitioner places, and that placement after
+    sharding-type moves (which `moves_count` weighs against it), from TorchRec's options (its column blocks), or
+    from all of ours where those do not fit. The moved packing from all our column blocks is a candidate in any
+    case (its finer blocks can beat the references on both models)."""
+    res, tiers, workload = trec_only.res, trec_only.tiers, trec_only.cost.workload
+    found: list[tuple[str, ShardingPlan]] = []
+    reference: dict[int, int | None] = {}
+
+    def pack(trec_columns: bool, moves: bool) -> ShardingPlan | None:
+        b = Builder(res, tiers, 0, share=trec_only)
+        b.least_loaded, b.torchrec_columns = True, trec_columns
+        b.retype_rounds = b.retype_rounds if moves else 0
+        try:
+            return b.pack(0.0, 1.0, True, True, False, {t.name: b.choose(t, 0.0, 1.0, True, True, False)
+                                                        for t in workload.tables})
+        except NoFit:
+            return None
+
+    for trec_columns in (True, False):
+        if reference:  # TorchRec's options fitted: the moved packing from all of ours is a candidate only
+            if (plan := pack(False, True)) is not None:
+                found.append(("pack TorchRec-only finest-piece θ=0.0 μ=1.0 least-work", plan))
+            break
+        if (placed := pack(trec_columns, False)) is None:
+            continue
+        ours = "" if trec_columns else " (our column blocks)"
+        found.append((f"pack{REF_TAGS[3]}{ours} θ=0.0 μ=1.0 least-work", placed))
+        reference[id(placed)] = None
+        if (moved := pack(trec_columns, True)) is not None:
+            found.append((f"pack{REF_TAGS[1]}{ours} θ=0.0 μ=1.0 least-work", moved))
+            reference[id(moved)] = id(placed)
     return found, reference
 
 
@@ -242,11 +288,15 @@ def _candidates(builder: Builder, found: list[tuple[str, ShardingPlan]],
 
 
 def _qualifying(scored: list[tuple[str, float, float, ShardingPlan]], baselines: list[tuple[str, float, float]],
-                reference: set[int], stats: OptimizeStats) -> list[tuple[str, float, float, ShardingPlan]]:
+                reference: dict[int, int | None], stats: OptimizeStats,
+                ) -> list[tuple[str, float, float, ShardingPlan]]:
     """Step 5's candidates: those no worse than every baseline on both models (else no worse than the best
     greedy baseline by ours), then, where a reference packing qualifies, those no worse on both models than the
-    best reference by TorchRec's rating."""
+    best reference by TorchRec's rating (the moved smallest-piece packing counts where `moves_count`, else its
+    placed form stands for it)."""
     tol = 1 + 1e-9
+    rated = {id(p): (a, b) for _, a, b, p in scored}
+    reference = {k for k, v in reference.items() if v is None or v not in rated or moves_count(rated[k], rated[v])}
     good = [s for s in scored if all(s[1] <= a * tol and s[2] <= b * tol for _, a, b in baselines)]
     stats.dominates_baselines = bool(good)
     if not good:  # never worse than a greedy baseline by our model (a greedy baseline itself qualifies)
@@ -257,6 +307,14 @@ def _qualifying(scored: list[tuple[str, float, float, ShardingPlan]], baselines:
         r = min(ref, key=lambda x: (x[2], x[1]))
         good = [x for x in good if x[1] <= r[1] * tol and x[2] <= r[2] * tol]
     return good
+
+
+def moves_count(moved: tuple[float, float], placed: tuple[float, float]) -> bool:
+    """Whether a reference packing after sharding-type moves on TorchRec's model (`moved`: ours s, TorchRec s)
+    stands for its form before them (`placed`): where the moves cut TorchRec's rating by a smaller ratio than they
+    raise our model's cost, the placed form is the reference (the moves serve TorchRec's model only; a plan built
+    TorchRec's way costs less by ours). Family A/B in results/validation/plan_family_ab_20261201.md."""
+    return moved[0] * moved[1] <= placed[0] * placed[1] * (1 + 1e-9)
 
 
 def pick(rated: list[tuple[float, float]]) -> int:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 import numpy as np
 
 from embedding.spec import TableSpec
-from sharding.layouts import column_splits, row_ranges, row_sizes, table_plan
+from sharding.layouts import column_splits, row_ranges, row_sizes, table_plan, torchrec_column_pieces
 from sharding.lns import loads_of
 from sharding.plan import ShardingPlan, ShardingType
 from sharding.search import _TOL, HOT_RANKS, STYPES, Loads, Piece, Resources, local_search
@@ -54,6 +54,7 @@ class Builder:
         self.res, self.tiers, self.iters = res, tiers, iters
         self.retype_rounds = RETYPE_ROUNDS  # sharding-type moves after the first local search (0: none)
         self.least_loaded = False  # place pieces as TorchRec's greedy partitioner does (`place`)
+        self.torchrec_columns = False  # `choose`: column-wise only in the blocks TorchRec's enumerator cuts
         self.cost = res.cost
         self.topo = res.cost.topology
         if share is not None and share.res is res and share.tiers is tiers:
@@ -168,6 +169,10 @@ class Builder:
         pieces' size (TorchRec's greedy proposer starts from the same choice)."""
         opts, most, tw, dp = self._feasible(t, mu, allow_dp)
         limit = theta * self.avg
+        if self.torchrec_columns:  # TorchRec's options only (the references: its own proposals)
+            keep = [i for i, o in enumerate(opts) if o[0] != CW or o[1] == torchrec_column_pieces(t.dim)]
+            opts, most = [opts[i] for i in keep], [most[i] for i in keep]
+            tw, dp = (next((j for j, i in enumerate(keep) if i == x), -1) for x in (tw, dp))
         if uniform is not None:  # every table this type where it fits (as TorchRec's UniformProposer), else
             same = [o for o in opts if o[0] == uniform]  # the option with the smallest piece
             pick = same[0] if same else min(opts, key=lambda o: o[3])

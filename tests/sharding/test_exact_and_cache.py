@@ -9,7 +9,7 @@ from embedding.cache.mrc import lru_mrc, miss_rate_at
 from embedding.generate import generate_batches
 from embedding.spec import AccessSpec, PoolingSpec, TableSpec, WorkloadSpec
 from sharding import BASELINES, CostModel, PlanError, PlanWorkload, lower_bound, optimize, validate_plan
-from sharding.optimizer import REF_TAGS, TREC_TIE, OptimizeStats
+from sharding.optimizer import REF_TAGS, TREC_TIE, OptimizeStats, moves_count
 from sharding.torchrec_adapter import torchrec_estimate
 from sharding.trec_cost import TorchRecCostModel
 from tests.sharding.conftest import tables, topologies, topology
@@ -57,12 +57,15 @@ def _check_final_pick(stats: OptimizeStats, ours_s: float, trec_s: float) -> Non
     """The returned plan rates within TREC_TIE of the best TorchRec rating among the qualifying candidates and costs
     by our model no more than the cheapest of those (later steps only lower our cost at no higher rating);
     qualifying = no worse than every baseline on both models, and no worse on both than the best (by TorchRec's
-    rating) of the reference packings (TorchRec's own first proposals) where one qualifies."""
+    rating) of the reference packings (TorchRec's own first proposals) where one qualifies; the smallest-piece
+    packing after type moves counts only where `moves_count` says it stands for its placed form."""
     tol = 1 + 1e-9
     made = [(lab, a, b) for lab, a, b in stats.candidates if " + " not in lab]  # before the pick
     refs = [(a, b) for lab, a, b in made if lab in BASELINES]
     good = [(lab, a, b) for lab, a, b in made if all(a <= x * tol and b <= y * tol for x, y in refs)]
-    reference = [(b, a) for lab, a, b in good if any(tag in lab for tag in REF_TAGS)]
+    placed = [(a, b) for lab, a, b in made if REF_TAGS[3] in lab]
+    reference = [(b, a) for lab, a, b in good if any(tag in lab for tag in REF_TAGS)
+                 and (REF_TAGS[1] not in lab or not placed or moves_count((a, b), placed[0]))]
     if reference:
         rb, ra = min(reference)
         assert ours_s <= ra * tol and trec_s <= rb * tol

@@ -70,3 +70,49 @@ def test_the_pick_is_no_worse_than_the_reference_packings_and_takes_the_best_tor
     assert any("TorchRec-only θ" in lab for lab, _, _ in stats.candidates)
     assert all(any(tag in lab for lab, _, _ in stats.candidates) for tag in REF_TAGS)  # 2 hosts: both
     _check_final_pick(stats, ours, trec)
+
+
+def test_a_reference_after_type_moves_stands_for_its_placed_form_only_where_its_gain_outweighs_its_loss() -> None:
+    """The smallest-piece reference after sharding-type moves on TorchRec's model alone is the reference only where
+    the moves cut TorchRec's rating by at least the ratio they raise our cost; otherwise its placed form is, and a
+    candidate that beats the placed form on both models qualifies although the moved form rates better."""
+    from sharding.optimizer import OptimizeStats, _qualifying, moves_count
+    from sharding.plan import ShardingPlan
+
+    def case(moved: tuple[float, float]) -> list[str]:
+        placed, other = (1.0, 1.0), (0.96, 0.99)  # `other` beats the placed form on both models
+        plans = {name: ShardingPlan(8, {}) for name in ("placed", "moved", "other")}
+        scored = [(name, *rating, plans[name]) for name, rating in
+                  (("placed", placed), ("moved", moved), ("other", other))]
+        reference = {id(plans["placed"]): None, id(plans["moved"]): id(plans["placed"])}
+        baselines = [("greedy_size", 10.0, 10.0)]
+        return [lab for lab, *_ in _qualifying(scored, baselines, reference, OptimizeStats())]
+
+    small_gain = (1.05, 0.96)  # +5% by ours for -4% by TorchRec's: the moves serve TorchRec's model only
+    large_gain = (1.05, 0.90)  # +5% for -10%: the moved form is the reference, `other` does not beat it
+    assert not moves_count(small_gain, (1.0, 1.0)) and moves_count(large_gain, (1.0, 1.0))
+    assert case(small_gain) == ["placed", "other"]
+    assert case(large_gain) == ["moved"]
+    assert moves_count((0.99, 0.98), (1.0, 1.0))  # no worse on both: the moved form always stands
+
+
+def test_the_pick_beats_the_placed_smallest_piece_reference_where_type_moves_only_trade_our_cost_away() -> None:
+    """Family instance f38 (36 tables, 8 ranks, inference, batch 65 k): the moves on TorchRec's model raise our cost
+    more than they cut TorchRec's rating, so the pick is no worse than the placed form on both models."""
+    from sharding.family import instance
+    from sharding.optimizer import REF_TAGS, OptimizeStats, moves_count
+    from sharding.trec_cost import TorchRecCostModel
+    from tests.sharding.test_exact_and_cache import _check_final_pick
+    inst = instance(38)
+    wl, topo = inst.workload, inst.topology
+    stats = OptimizeStats()
+    plan = optimize(wl, topo, stats=stats)
+    validate_plan(plan, wl, topo)
+    bt = topo.reserve_inputs(wl.ids_per_batch)
+    ours, trec = CostModel(wl, bt).plan_cost(plan), TorchRecCostModel(wl, bt).plan_cost(plan)
+    made = {lab: (a, b) for lab, a, b in stats.candidates if " + " not in lab}
+    placed = next(r for lab, r in made.items() if REF_TAGS[3] in lab)
+    moved = next(r for lab, r in made.items() if REF_TAGS[1] in lab)
+    assert not moves_count(moved, placed)  # the case the rule is for
+    assert ours <= placed[0] * (1 + 1e-9) and trec <= placed[1] * (1 + 1e-9)
+    _check_final_pick(stats, ours, trec)

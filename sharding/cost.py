@@ -38,6 +38,7 @@ import numpy as np
 
 from embedding.spec import DTYPE_BYTES, TableSpec
 from sharding.plan import Shard, ShardingPlan, ShardingType
+from sharding.rank_sums import RankSums
 from sharding.topology import Topology
 from sharding.workload import PlanWorkload
 
@@ -139,33 +140,6 @@ class RankCost:
                 "shards": self.shards}
 
 
-def _adder(where: list[int]) -> Callable[[np.ndarray, float], None]:
-    """x added to a per-rank array at each rank of `where` (once per occurrence). Distinct ranks (every plan the
-    optimizer builds) take one vector add, a run of consecutive ranks a slice: the same one addition per entry
-    as `np.add.at`, which is several times slower."""
-    if len(where) == 1:
-        r = where[0]
-
-        def one(a: np.ndarray, x: float) -> None:
-            a[r] += x
-        return one
-    idx: slice | np.ndarray
-    if where == list(range(where[0], where[0] + len(where))):
-        idx = slice(where[0], where[0] + len(where))
-    elif len(set(where)) == len(where):
-        idx = np.array(where)
-    else:
-        rep = np.array(where)
-
-        def many(a: np.ndarray, x: float) -> None:
-            np.add.at(a, rep, x)
-        return many
-
-    def block(a: np.ndarray, x: float) -> None:
-        a[idx] += x
-    return block
-
-
 class CostModel:
     """Prices shards and plans for one workload on one topology. `miss_curves` maps a table name to a callable
     (cache fraction -> miss rate) or to arrays (fractions, miss rates) to interpolate; other tables use
@@ -178,6 +152,7 @@ class CostModel:
         self.miss_curves = dict(miss_curves or {})
         self.tables = {t.name: t for t in workload.tables}
         self._memo: dict[tuple, object] = {}  # replicated and equal-sized shards share one price
+        self._rows: dict[object, int] = {0: 0, 1: 1, 2: 2, 3: 3}  # `_accumulate`'s sums: work, count, then keys
 
     def outside(self) -> float:
         """Seconds per step outside the embedding stages (`Topology.step_overhead`), the same for every plan of
@@ -376,33 +351,54 @@ class CostModel:
 
     def _accumulate(self, plan: ShardingPlan, memory: bool) -> tuple[np.ndarray, np.ndarray, dict, dict, dict]:
         """Per rank, summed over its shards: (fwd, bwd, optimizer) work (3, W), shard counts, each collective's
-        seconds ((group, pass, op) -> (W,)), the ranks holding each group, and (with `memory`) bytes per tier."""
+        seconds ((group, pass, op) -> (W,)), the ranks holding each group, and (with `memory`) bytes per tier.
+        Each entry gets its shards' terms in table order (`RankSums`: one compiled call)."""
         w = plan.world_size
-        coll: dict[tuple[ShardingType, str, str], np.ndarray] = {}  # (group, pass, op) -> seconds per rank
+        coll: dict[tuple[ShardingType, str, str], int] = {}  # (group, pass, op) -> row, in first-seen order
+        mems: dict[str, int] = {}  # tier -> row, in first-seen order
         held: dict[ShardingType, set[int]] = {}
-        parts = np.zeros((3, w))  # fwd compute, bwd compute, optimizer
-        rows3 = tuple(parts)  # its rows (views), made once
-        count = np.zeros(w, dtype=np.int64)
-        mem: dict[str, np.ndarray] = {t.name: np.zeros(w) for t in self.topology.tiers}
+        sums = RankSums()
+        push, seen, memo, terms = sums.groups.append, set(), self._memo, self._terms
         for tp in plan.tables.values():
             t, st = self.tables[tp.name], tp.sharding_type
             group = held.setdefault(st, set())
             for (rows, cols, tier, cf), where in tp.alike().items():
-                add = _adder(where)
-                c = self.shard_cost(t, st, rows, cols, tier, cf)
-                for a, x in zip(rows3, (c.fwd_compute, c.bwd_compute, c.optimizer), strict=True):
-                    add(a, x)
-                add(count, 1)
+                got = memo.get(("a", t.name, st, rows, cols, tier, cf, memory)) or terms(t, st, rows, cols, tier,
+                                                                                           cf, memory)
+                push((got[0], got[1], where))
                 group.update(where)
-                for p, op, secs in self.message_times(t, st, rows, cols):
-                    key = (st, p, op)
-                    if key not in coll:  # first seen here: the dict keeps that order (`_step` sums in it)
-                        coll[key] = np.zeros(w)
-                    add(coll[key], secs)
-                if memory:
-                    for k, v in self.shard_memory(t, st, rows, cols, tier, cf).items():
-                        add(mem.setdefault(k, np.zeros(w)), v)
-        return parts, count, coll, held, mem
+                if id(got[2]) not in seen:  # first seen here (one tuple per distinct list): `_step` sums
+                    seen.add(id(got[2]))  # collectives in that order
+                    for k, q in got[2]:
+                        if k not in coll and k not in mems:
+                            (mems if isinstance(k, str) else coll)[k] = q
+        table = sums.total(len(self._rows), w)
+        mem: dict[str, np.ndarray] = {t.name: np.zeros(w) for t in self.topology.tiers}
+        mem.update({k: table[q] for k, q in mems.items()})
+        return (table[:3], table[3].astype(np.int64), {k: table[q] for k, q in coll.items()}, held, mem)
+
+    def _terms(self, t: TableSpec, st: ShardingType, rows: int, cols: int, tier: str, cache_fraction: float,
+               memory: bool) -> tuple[tuple[int, ...], tuple[float, ...], tuple[tuple[object, int], ...]]:
+        """What one shard adds to its rank in `_accumulate`: (rows of the sums table, values, (collective or tier,
+        row) of the rows past the first four), in the order the terms are added: fwd, bwd and optimizer work, 1
+        (the shard count), each message's seconds, then (with `memory`) bytes per tier."""
+        key = ("a", t.name, st, rows, cols, tier, cache_fraction, memory)
+        got = self._memo.get(key)
+        if got is None:
+            c = self.shard_cost(t, st, rows, cols, tier, cache_fraction)
+            at, vals, keys = [0, 1, 2, 3], [c.fwd_compute, c.bwd_compute, c.optimizer, 1.0], []
+            extra: list[tuple[object, float]] = [((st, p, op), secs) for p, op, secs in
+                                                 self.message_times(t, st, rows, cols)]
+            if memory:
+                extra += self.shard_memory(t, st, rows, cols, tier, cache_fraction).items()
+            for k, v in extra:
+                q = self._rows.setdefault(k, len(self._rows))  # type: ignore[arg-type]
+                at.append(q)
+                vals.append(v)
+                keys.append((k, q))
+            keys_ = tuple(keys)
+            got = self._memo[key] = (tuple(at), tuple(vals), self._memo.setdefault(("keys", keys_), keys_))
+        return got  # type: ignore[return-value]
 
     def _assemble(self, plan: ShardingPlan, memory: bool, loads: dict[str, np.ndarray] | None = None,
                   ) -> tuple[list[RankCost], float]:

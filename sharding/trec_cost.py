@@ -23,8 +23,9 @@ import math
 import numpy as np
 
 from embedding.spec import DTYPE_BYTES, TableSpec
-from sharding.cost import ShardCost, _adder
+from sharding.cost import ShardCost
 from sharding.plan import ShardingPlan, ShardingType
+from sharding.rank_sums import RankSums
 from sharding.topology import Topology
 from sharding.workload import PlanWorkload
 
@@ -34,6 +35,7 @@ BATCHED_COPY_PERF_FACTOR = 2.455
 DP_ELEMENTWISE_KERNELS_PERF_FACTOR = 9.22
 FULL_BLOCK_EMB_DIM, HALF_BLOCK_PENALTY, QUARTER_BLOCK_PENALTY = 128, 1.15, 1.75
 INDEX_BYTES = 8  # TorchRec's BIGINT_DTYPE
+_ROW0 = (0,)  # `rank_loads`: its one row of sums
 TW, CW, RW, TWRW, DP = (ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE, ShardingType.ROW_WISE,
                         ShardingType.TABLE_ROW_WISE, ShardingType.DATA_PARALLEL)
 
@@ -58,6 +60,7 @@ class TorchRecCostModel:
         self.workload, self.topology = workload, topology
         self.tables = {t.name: t for t in workload.tables}
         self._memo: dict[tuple, ShardCost] = {}
+        self._totals: dict[tuple, tuple[float]] = {}  # `rank_loads`: (Perf.total,) per `shard_cost` key
 
     def _kernel_bw(self, kernel: str, cache_fraction: float) -> float:
         topo = self.topology
@@ -115,12 +118,16 @@ class TorchRecCostModel:
 
     def rank_loads(self, plan: ShardingPlan) -> np.ndarray:
         """Per rank, the summed Perf.total of its shards (seconds)."""
-        loads = np.zeros(plan.world_size)
+        sums = RankSums()
+        push, totals = sums.groups.append, self._totals
         for tp in plan.tables.values():
-            t = self.tables[tp.name]
+            t, st = self.tables[tp.name], tp.sharding_type
             for (rows, cols, tier, cf), where in tp.alike().items():
-                _adder(where)(loads, self.shard_cost(t, tp.sharding_type, rows, cols, tier, cf).total)
-        return loads
+                total = totals.get((t.name, st, cols, tier, cf))  # `shard_cost`'s key
+                if total is None:
+                    total = totals[(t.name, st, cols, tier, cf)] = (self.shard_cost(t, st, rows, cols, tier, cf).total,)
+                push((_ROW0, total, where))
+        return sums.total(1, plan.world_size)[0]
 
     def plan_cost(self, plan: ShardingPlan) -> float:
         """TorchRec's rating of the plan: max over ranks of summed shard perf (seconds; TorchRec prints ms)."""

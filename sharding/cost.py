@@ -44,6 +44,8 @@ from sharding.workload import PlanWorkload
 
 __all__ = ["CostModel", "ShardCost", "RankCost", "zipf_miss_rate", "MissCurve", "COLLECTIVE_CALLS"]
 
+TW, CW, RW, TWRW, DP = (ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE, ShardingType.ROW_WISE,
+                        ShardingType.TABLE_ROW_WISE, ShardingType.DATA_PARALLEL)  # a module name: no enum look-up
 MissCurve = Callable[[float], float] | tuple[np.ndarray, np.ndarray]
 # collective calls (pass, op) of one sharding group per step, every rank of the world joining each: the input
 # KJT all-to-all is three calls (splits, lengths, ids); without calibrated stage overheads each costs one latency
@@ -180,9 +182,9 @@ class CostModel:
         w = self.topology.world_size
         b_global = self.workload.batch_size * w
         L = t.pooling.expected
-        if st == ShardingType.DATA_PARALLEL:
+        if st == DP:
             return self.workload.batch_size * L, float(self.workload.batch_size)
-        share = rows / t.rows if st in (ShardingType.ROW_WISE, ShardingType.TABLE_ROW_WISE) else 1.0
+        share = rows / t.rows if st in (RW, TWRW) else 1.0
         return b_global * L * share, float(b_global)
 
     # ---- one shard ----
@@ -222,6 +224,8 @@ class CostModel:
         gather = lookups * cols * DTYPE_BYTES[t.dtype]
         rest = lookups * wl.index_bytes + bags * cols * wl.output_bytes
         near, llc, lw = gather * (1 - miss), self.llc_miss(t), topo.lookup_weights
+        if not lw:  # the weights below are 0: the same figure (near · (1 + 0) + 0 adds nothing to finite bytes)
+            return rest + near, rest + near, gather * miss
         fwd, bwd = (rest + near * (1 + llc * lw.get(s, {}).get("dram", 0.0)) + lookups * lw.get(s, {}).get(
             "id_bytes", 0.0) for s in ("lookup", "lookup_bwd"))
         return fwd, bwd, gather * miss
@@ -234,12 +238,12 @@ class CostModel:
         fwd = fast / topo.stage_bw(st.short, "lookup", topo.fast.bandwidth) + slow_s
         bwd = 0.0
         if wl.train:
-            fitted = st != ShardingType.DATA_PARALLEL and "lookup_bwd" in topo.stage_bandwidth.get(st.short, {})
+            fitted = st != DP and "lookup_bwd" in topo.stage_bandwidth.get(st.short, {})
             bwd = (fast_bwd / topo.stage_bw(st.short, "lookup_bwd", 1.0) + slow_s * topo.bwd_compute_multiplier
                    if fitted else (fast_bwd / topo.stage_bw(st.short, "lookup", topo.fast.bandwidth) + slow_s)
                    * topo.bwd_compute_multiplier)
         opt = 0.0
-        if st == ShardingType.DATA_PARALLEL and wl.train:
+        if st == DP and wl.train:
             opt = rows * cols * DTYPE_BYTES[t.dtype] / topo.stage_bw("DP", "optimizer", topo.dense_update_bandwidth)
         comms = {"fwd": 0.0, "bwd": 0.0}
         for p, _, secs in self.message_times(t, st, rows, cols):
@@ -254,7 +258,7 @@ class CostModel:
         if w == 1 or rows == 0:
             return []
         across = w > h
-        if st == ShardingType.DATA_PARALLEL:
+        if st == DP:
             ring = 2 * (w - 1) / w * rows * cols * DTYPE_BYTES[t.dtype]
             return [("bwd", "all_reduce", 0.0, ring) if across else ("bwd", "all_reduce", ring, 0.0)]
         lookups, bags = self._traffic(t, st, rows)
@@ -264,9 +268,9 @@ class CostModel:
             return nbytes * (h - 1) / w, nbytes * (w - h) / w
 
         msgs: list[Message] = [("fwd", "all_to_all", *spread((lookups + bags) * wl.index_bytes))]
-        if st in (ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE):
+        if st in (TW, CW):
             return msgs + [("fwd", "all_to_all", *spread(out)), ("bwd", "all_to_all", *spread(out))]
-        if st == ShardingType.ROW_WISE:
+        if st == RW:
             ring = (0.0, out * (w - 1) / w) if across else (out * (w - 1) / w, 0.0)
             return msgs + [("fwd", "reduce_scatter", *ring), ("bwd", "all_gather", *ring)]
         intra, inter = out * (h - 1) / h, out / h * (w - h) / w  # table-row-wise: in the host, then across
@@ -276,7 +280,7 @@ class CostModel:
     @staticmethod
     def message_stage(st: ShardingType, index: int, p: str) -> str:
         """The TorchRec stage (`sharding.topology.STAGES`) that sends message `index` of `messages` in pass `p`."""
-        if st == ShardingType.DATA_PARALLEL:
+        if st == DP:
             return "lookup_bwd"  # DDP's gradient all-reduce runs inside the backward of the lookups
         return "input_dist" if index == 0 else ("output_dist" if p == "fwd" else "output_dist_bwd")
 

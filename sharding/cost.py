@@ -191,9 +191,10 @@ class CostModel:
     def shard_cost(self, t: TableSpec, st: ShardingType, rows: int, cols: int, tier: str,
                    cache_fraction: float = 0.0) -> ShardCost:
         key = ("c", t.name, st, rows, cols, tier, cache_fraction)
-        if key not in self._memo:
-            self._memo[key] = self._shard_cost(t, st, rows, cols, tier, cache_fraction)
-        return self._memo[key]  # type: ignore[return-value]
+        got = self._memo.get(key)
+        if got is None:
+            got = self._memo[key] = self._shard_cost(t, st, rows, cols, tier, cache_fraction)
+        return got  # type: ignore[return-value]
 
     def llc_miss(self, t: TableSpec) -> float:
         """Share of a table's row reads that miss the host's last-level cache (`Topology.llc_bytes`; 0 without
@@ -288,15 +289,16 @@ class CostModel:
         """(pass, op, seconds of bytes over the op's (or the stage's fitted) bandwidth) of each message a shard
         sends in one step."""
         key = ("t", t.name, st, rows, cols)
-        if key not in self._memo:
+        got = self._memo.get(key)
+        if got is None:
             topo = self.topology
             out = []
             for i, (p, op, intra, inter) in enumerate(self.messages(t, st, rows, cols)):
                 if self.workload.train or p == "fwd":
                     bw = topo.stage_bw(st.short, self.message_stage(st, i, p), topo.collective(op, False).bandwidth)
                     out.append((p, op, intra / bw + inter / topo.collective(op, True).bandwidth))
-            self._memo[key] = out
-        return self._memo[key]  # type: ignore[return-value]
+            got = self._memo[key] = out
+        return got  # type: ignore[return-value]
 
     def shard_memory(self, t: TableSpec, st: ShardingType, rows: int, cols: int, tier: str,
                      cache_fraction: float = 0.0) -> dict[str, float]:

@@ -56,6 +56,7 @@ class Builder:
         self.least_loaded = False  # place pieces as TorchRec's greedy partitioner does (`place`)
         self.cost = res.cost
         self.topo = res.cost.topology
+        self.usable = {x.name: self.topo.usable(x.name) for x in self.topo.tiers}  # `Topology.usable`, per tier
         if share is not None and share.res is res and share.tiers is tiers:
             self._options, self._prices, self._groups, self.avg = share._options, share._prices, share._groups, share.avg
             return
@@ -78,10 +79,10 @@ class Builder:
         key = (t.name, mu, allow_dp)
         got = self._options.get(key)
         if got is None:
-            topo = self.topo
+            usable = self.usable
 
             def fits(m: dict[str, float]) -> bool:
-                return all(b <= mu * topo.usable(k) for k, b in m.items())
+                return all(b <= mu * usable[k] for k, b in m.items())
 
             opts = self._enumerate(t, mu, allow_dp, fits)
             tw = [i for i, o in enumerate(opts) if (o[0], o[1]) == (TW, 1)]
@@ -265,7 +266,7 @@ class Builder:
                 used[k] = used.get(k, 0.0) + v
         tables.sort(key=lambda t: -sum(mem[t.name].values()))
         for t in tables:
-            if all(v <= mu * self.topo.usable(k) for k, v in used.items()):
+            if all(v <= mu * self.usable[k] for k, v in used.items()):
                 break
             for k, v in mem[t.name].items():
                 used[k] -= v

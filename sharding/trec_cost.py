@@ -78,9 +78,10 @@ class TorchRecCostModel:
     def shard_cost(self, t: TableSpec, st: ShardingType, rows: int, cols: int, tier: str,
                    cache_fraction: float = 0.0) -> ShardCost:
         key = (t.name, st, cols, tier, cache_fraction)  # TorchRec's perf ignores a shard's row count
-        if key not in self._memo:
-            self._memo[key] = self._shard_cost(t, st, cols, tier, cache_fraction)
-        return self._memo[key]
+        got = self._memo.get(key)
+        if got is None:
+            got = self._memo[key] = self._shard_cost(t, st, cols, tier, cache_fraction)
+        return got
 
     def _shard_cost(self, t: TableSpec, st: ShardingType, d: int, tier: str, cf: float) -> ShardCost:
         topo = self.topology

@@ -73,12 +73,11 @@ class Resources:
         got = self._memo.get(key)
         if got is None:
             c = self.cost.shard_cost(t, st, rows, cols, tier, cf)
-            v = np.zeros(self.K)
-            v[:3] = c.fwd_compute, c.bwd_compute, c.optimizer
-            for p, op, secs in self.cost.message_times(t, st, rows, cols):
+            v = [c.fwd_compute, c.bwd_compute, c.optimizer] + [0.0] * (self.K - 3)  # the same float sums as in
+            for p, op, secs in self.cost.message_times(t, st, rows, cols):  # an array, without numpy item adds
                 v[self.index[(st, p, op)]] += secs
             v[-1] = self.trec.shard_cost(t, st, rows, cols, tier, cf).total
-            got = self._memo[key] = (v, self.cost.shard_memory(t, st, rows, cols, tier, cf))
+            got = self._memo[key] = (np.array(v), self.cost.shard_memory(t, st, rows, cols, tier, cf))
         return got
 
     def summary(self, v: np.ndarray) -> np.ndarray:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from itertools import chain
 from operator import itemgetter
 
+import numba
 import numpy as np
 from numba import njit
 
@@ -28,6 +29,11 @@ def add_terms(out: np.ndarray, rows: np.ndarray, vals: np.ndarray, vptr: np.ndar
             q, x = rows[j], vals[j]
             for i in range(rptr[g], rptr[g + 1]):
                 out[q, ranks[i]] += x
+
+
+_I1 = numba.int64[::1]
+add_terms.compile((numba.float64[:, ::1], _I1, numba.float64[::1], _I1, _I1, _I1))  # at import (from numba's disk
+# cache), for the arrays `RankSums.total` passes, so the first rating of a process does not wait
 
 
 class RankSums:

@@ -291,13 +291,24 @@ class CostModel:
         key = ("t", t.name, st, rows, cols)
         got = self._memo.get(key)
         if got is None:
-            topo = self.topology
-            out = []
+            train, out = self.workload.train, []
             for i, (p, op, intra, inter) in enumerate(self.messages(t, st, rows, cols)):
-                if self.workload.train or p == "fwd":
-                    bw = topo.stage_bw(st.short, self.message_stage(st, i, p), topo.collective(op, False).bandwidth)
-                    out.append((p, op, intra / bw + inter / topo.collective(op, True).bandwidth))
+                if train or p == "fwd":
+                    bw, across = self._message_bw(st, i, p, op)
+                    out.append((p, op, intra / bw + inter / across))
             got = self._memo[key] = out
+        return got  # type: ignore[return-value]
+
+    def _message_bw(self, st: ShardingType, index: int, p: str, op: str) -> tuple[float, float]:
+        """(bytes/s within a host, across hosts) of message `index` of a shard of type `st`: the topology's, read
+        once per model."""
+        key = ("bw", st, index, p, op)
+        got = self._memo.get(key)
+        if got is None:
+            topo = self.topology
+            got = self._memo[key] = (topo.stage_bw(st.short, self.message_stage(st, index, p),
+                                                   topo.collective(op, False).bandwidth),
+                                     topo.collective(op, True).bandwidth)
         return got  # type: ignore[return-value]
 
     def shard_memory(self, t: TableSpec, st: ShardingType, rows: int, cols: int, tier: str,

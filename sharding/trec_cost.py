@@ -68,8 +68,15 @@ class TorchRecCostModel:
         if topo.device == "cpu":  # TorchRec's cpu kernels read DDR: our tier 0 on a CPU rank
             return topo.fast.bandwidth * (0.5 if kernel == "dense" else 1.0)
         hbm, h2d = topo.fast.bandwidth, slow.bandwidth
-        return {"dense": 0.5 * hbm, "fused": hbm, "fused_uvm": h2d / 10,
-                "fused_uvm_caching": (cache_fraction * hbm + (1 - cache_fraction) * h2d) / 10}[kernel]
+        if kernel == "dense":
+            return 0.5 * hbm
+        if kernel == "fused":
+            return hbm
+        if kernel == "fused_uvm":
+            return h2d / 10
+        if kernel == "fused_uvm_caching":
+            return (cache_fraction * hbm + (1 - cache_fraction) * h2d) / 10
+        raise KeyError(kernel)
 
     def _bw(self, world: int, local: int) -> float:
         topo = self.topology

@@ -271,25 +271,16 @@ def flatten(state: Loads, pieces: list[Piece], iters: int = FLAT_ITERS, t_cap: f
 
 
 def loads_of(res: Resources, plan: ShardingPlan) -> tuple[Loads, list[Piece]]:
-    """`Loads` of a plan and its movable (table- and column-wise) pieces, column blocks in column order. A table
-    whose shards stay put (row-wise, table-row-wise, replicas) on distinct ranks is added one shard shape at a time
-    (`Loads.put_ranks`: each rank gets the same sums as from `put`, shard by shard), from `TablePlan.alike`."""
+    """`Loads` of a plan and its movable (table- and column-wise) pieces, column blocks in column order."""
     cost, topo = res.cost, res.cost.topology
     state = Loads(res, topo, {tp.sharding_type for tp in plan.tables.values()})
     pieces: list[Piece] = []
     for name, tp in plan.tables.items():
         t, st = cost.tables[name], tp.sharding_type
-        alike = tp.alike()
-        if st == ShardingType.DATA_PARALLEL and sum(map(len, alike.values())) == topo.world_size:
-            rows, cols, tier, cf = next(iter(alike))  # the first shard's shape, as for every replica
-            state.put_all(st, *res.shard(t, st, rows, cols, tier, cf))
+        if st == ShardingType.DATA_PARALLEL and len(tp.shards) == topo.world_size:
+            s = tp.shards[0]
+            state.put_all(st, *res.shard(t, st, s.rows, s.cols, s.tier, s.cache_fraction))
             continue
-        if st not in (TW, CW):
-            ranks = [r for where in alike.values() for r in where]
-            if len(set(ranks)) == len(ranks):
-                for (rows, cols, tier, cf), where in alike.items():
-                    state.put_ranks(np.array(where), st, *res.shard(t, st, rows, cols, tier, cf))
-                continue
         for s in sorted(tp.shards, key=lambda s: s.col_start):
             v, m = res.shard(t, st, s.rows, s.cols, s.tier, s.cache_fraction)
             state.put(s.rank, st, v, m)

@@ -134,8 +134,7 @@ class Loads(Bins):
             self.used[t] += b
 
     def put_ranks(self, ranks: slice, st: ShardingType, vec: np.ndarray, mem: dict[str, float]) -> None:
-        """`put` of one shard of this size on each of `ranks` (a slice, or an array of distinct ranks: row-wise blocks
-        of one size), vectorised."""
+        """`put` of one shard of this size on each of `ranks` (a slice: row-wise blocks of one size), vectorised."""
         g = STYPES.index(st)
         self.L[:, ranks] += self.res.hold[g][:, None] * (self.count[g, ranks] == 0)[None, :]  # as `put`: two sums
         self.L[:, ranks] += vec[:, None]

@@ -4,19 +4,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from sharding import CostModel, PlanWorkload, load_topology, lower_bound, validate_plan
 from sharding.lns import loads_of, refine_plan
 from sharding.pack import Builder, NoFit
-from sharding.plan import ShardingType
-from sharding.search import Loads, Resources
+from sharding.search import Resources
 from sharding.tiers import assign_tiers
 from sharding.trec_cost import TorchRecCostModel
 from tests.sharding.conftest import tables, topologies
-from tests.sharding.test_rank_sums import _plans
 
 
 def _with_overheads(topo):  # noqa: ANN001, ANN202
@@ -83,37 +80,3 @@ def test_flatten_then_pairs_go_below_pairs_alone_on_the_100_table_pick() -> None
     validate_plan(both, wl, topo, cost)
     assert cost.plan_cost(both) < cost.plan_cost(pairs)
     assert trec.plan_cost(both) <= trec.plan_cost(plan) * (1 + 1e-9)
-
-
-def _former_loads_of(res: Resources, plan):  # noqa: ANN001, ANN202
-    """`loads_of` as it was: every shard put one by one (replicas on every rank at once), in column order."""
-    topo = res.cost.topology
-    state = Loads(res, topo, {tp.sharding_type for tp in plan.tables.values()})
-    pieces = []
-    for name, tp in plan.tables.items():
-        t, st = res.cost.tables[name], tp.sharding_type
-        if st == ShardingType.DATA_PARALLEL and len(tp.shards) == topo.world_size:
-            s = tp.shards[0]
-            state.put_all(st, *res.shard(t, st, s.rows, s.cols, s.tier, s.cache_fraction))
-            continue
-        for s in sorted(tp.shards, key=lambda s: s.col_start):
-            v, m = res.shard(t, st, s.rows, s.cols, s.tier, s.cache_fraction)
-            state.put(s.rank, st, v, m)
-            if st in (ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE):
-                pieces.append((name, st, v.tobytes(), s.rank))
-    return state, pieces
-
-
-@pytest.mark.parametrize("overheads", [False, True])
-def test_loads_of_a_plan_are_the_former_shard_by_shard_sums_bit_for_bit(overheads: bool) -> None:
-    wl, topo, plans = _plans()  # every sharding type, repeated and scattered ranks, a cached shard
-    topo = _with_overheads(topo) if overheads else topo
-    cost, trec = CostModel(wl, topo), TorchRecCostModel(wl, topo)
-    res = Resources(cost, trec, (1e-3, 2e-3))
-    assert res.hold.any() == overheads  # with per-holder costs, a rank's first shard of a group adds `hold`
-    for plan in plans:
-        state, pieces = loads_of(res, plan)
-        former, former_pieces = _former_loads_of(res, plan)
-        assert state.L.tobytes() == former.L.tobytes() and state.count.tobytes() == former.count.tobytes()
-        assert all(state.used[k].tobytes() == former.used[k].tobytes() for k in former.used)
-        assert [(p.table, p.st, p.vec.tobytes(), p.rank) for p in pieces] == former_pieces

@@ -38,12 +38,15 @@ import numpy as np
 
 from embedding.spec import DTYPE_BYTES, TableSpec
 from sharding.plan import Shard, ShardingPlan, ShardingType
+from sharding.rank_sums import RankSums
 from sharding.topology import Topology
 from sharding.workload import PlanWorkload
 
 __all__ = ["CostModel", "ShardCost", "RankCost", "zipf_miss_rate", "expected_unique_rows", "MissCurve",
            "COLLECTIVE_CALLS"]
 
+TW, CW, RW, TWRW, DP = (ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE, ShardingType.ROW_WISE,
+                        ShardingType.TABLE_ROW_WISE, ShardingType.DATA_PARALLEL)  # a module name: no enum look-up
 MissCurve = Callable[[float], float] | tuple[np.ndarray, np.ndarray]
 # collective calls (pass, op) of one sharding group per step, every rank of the world joining each: the input
 # KJT all-to-all is three calls (splits, lengths, ids); without calibrated stage overheads each costs one latency
@@ -165,33 +168,6 @@ class RankCost:
                 "shards": self.shards}
 
 
-def _adder(where: list[int]) -> Callable[[np.ndarray, float], None]:
-    """x added to a per-rank array at each rank of `where` (once per occurrence). Distinct ranks (every plan the
-    optimizer builds) take one vector add, a run of consecutive ranks a slice: the same one addition per entry
-    as `np.add.at`, which is several times slower."""
-    if len(where) == 1:
-        r = where[0]
-
-        def one(a: np.ndarray, x: float) -> None:
-            a[r] += x
-        return one
-    idx: slice | np.ndarray
-    if where == list(range(where[0], where[0] + len(where))):
-        idx = slice(where[0], where[0] + len(where))
-    elif len(set(where)) == len(where):
-        idx = np.array(where)
-    else:
-        rep = np.array(where)
-
-        def many(a: np.ndarray, x: float) -> None:
-            np.add.at(a, rep, x)
-        return many
-
-    def block(a: np.ndarray, x: float) -> None:
-        a[idx] += x
-    return block
-
-
 class CostModel:
     """Prices shards and plans for one workload on one topology. `miss_curves` maps a table name to a callable
     (cache fraction -> miss rate) or to arrays (fractions, miss rates) to interpolate; other tables use
@@ -204,6 +180,7 @@ class CostModel:
         self.miss_curves = dict(miss_curves or {})
         self.tables = {t.name: t for t in workload.tables}
         self._memo: dict[tuple, object] = {}  # replicated and equal-sized shards share one price
+        self._rows: dict[object, int] = {0: 0, 1: 1, 2: 2, 3: 3}  # `_accumulate`'s sums: work, count, then keys
 
     def outside(self) -> float:
         """Seconds per step outside the embedding stages (`Topology.step_overhead`), the same for every plan of
@@ -233,18 +210,19 @@ class CostModel:
         w = self.topology.world_size
         b_global = self.workload.batch_size * w
         L = t.pooling.expected
-        if st == ShardingType.DATA_PARALLEL:
+        if st == DP:
             return self.workload.batch_size * L, float(self.workload.batch_size)
-        share = rows / t.rows if st in (ShardingType.ROW_WISE, ShardingType.TABLE_ROW_WISE) else 1.0
+        share = rows / t.rows if st in (RW, TWRW) else 1.0
         return b_global * L * share, float(b_global)
 
     # ---- one shard ----
     def shard_cost(self, t: TableSpec, st: ShardingType, rows: int, cols: int, tier: str,
                    cache_fraction: float = 0.0) -> ShardCost:
         key = ("c", t.name, st, rows, cols, tier, cache_fraction)
-        if key not in self._memo:
-            self._memo[key] = self._shard_cost(t, st, rows, cols, tier, cache_fraction)
-        return self._memo[key]  # type: ignore[return-value]
+        got = self._memo.get(key)
+        if got is None:
+            got = self._memo[key] = self._shard_cost(t, st, rows, cols, tier, cache_fraction)
+        return got  # type: ignore[return-value]
 
     def llc_miss(self, t: TableSpec) -> float:
         """Share of a table's row reads that miss the host's last-level cache (`Topology.llc_bytes`; 0 without
@@ -276,6 +254,9 @@ class CostModel:
         gather = lookups * cols * DTYPE_BYTES[t.dtype]
         rest = lookups * wl.index_bytes + bags * cols * wl.output_bytes
         llc, lw = self.llc_miss(t), topo.lookup_weights
+        if not lw:  # the weights below are 0: the same figure (near · (1 + 0) + 0 adds nothing to finite bytes)
+            near = gather * (1 - miss)
+            return rest + near, rest + near, gather * miss
         per_unique = lw.get("lookup_bwd", {}).get("unique_rows", 0.0)
         rows_bwd = (1 - per_unique) + per_unique * self.unique_share(t, st) if per_unique and lookups else 1.0
         fwd, bwd = (rest + gather * (1 - miss) * f * (1 + llc * lw.get(s, {}).get("dram", 0.0))
@@ -289,7 +270,7 @@ class CostModel:
         rows as hashed ids are, so a row-wise shard holding a share of the rows gets that share of the table's
         ids and of its distinct rows: the same ratio as the whole table (`expected_unique_rows` of the global
         batch's ids). A data-parallel replica's backward is a dense gradient, not the fused update: 1."""
-        if st == ShardingType.DATA_PARALLEL:
+        if st == DP:
             return 1.0
         key = ("u", t.name)
         if key not in self._memo:
@@ -306,12 +287,12 @@ class CostModel:
         fwd = fast / topo.stage_bw(st.short, "lookup", topo.fast.bandwidth) + slow_s
         bwd = 0.0
         if wl.train:
-            fitted = st != ShardingType.DATA_PARALLEL and "lookup_bwd" in topo.stage_bandwidth.get(st.short, {})
+            fitted = st != DP and "lookup_bwd" in topo.stage_bandwidth.get(st.short, {})
             bwd = (fast_bwd / topo.stage_bw(st.short, "lookup_bwd", 1.0) + slow_s * topo.bwd_compute_multiplier
                    if fitted else (fast_bwd / topo.stage_bw(st.short, "lookup", topo.fast.bandwidth) + slow_s)
                    * topo.bwd_compute_multiplier)
         opt = 0.0
-        if st == ShardingType.DATA_PARALLEL and wl.train:
+        if st == DP and wl.train:
             opt = rows * cols * DTYPE_BYTES[t.dtype] / topo.stage_bw("DP", "optimizer", topo.dense_update_bandwidth)
         comms = {"fwd": 0.0, "bwd": 0.0}
         for p, _, secs in self.message_times(t, st, rows, cols):
@@ -326,7 +307,7 @@ class CostModel:
         if w == 1 or rows == 0:
             return []
         across = w > h
-        if st == ShardingType.DATA_PARALLEL:
+        if st == DP:
             ring = 2 * (w - 1) / w * rows * cols * DTYPE_BYTES[t.dtype]
             return [("bwd", "all_reduce", 0.0, ring) if across else ("bwd", "all_reduce", ring, 0.0)]
         lookups, bags = self._traffic(t, st, rows)
@@ -336,9 +317,9 @@ class CostModel:
             return nbytes * (h - 1) / w, nbytes * (w - h) / w
 
         msgs: list[Message] = [("fwd", "all_to_all", *spread((lookups + bags) * wl.index_bytes))]
-        if st in (ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE):
+        if st in (TW, CW):
             return msgs + [("fwd", "all_to_all", *spread(out)), ("bwd", "all_to_all", *spread(out))]
-        if st == ShardingType.ROW_WISE:
+        if st == RW:
             ring = (0.0, out * (w - 1) / w) if across else (out * (w - 1) / w, 0.0)
             return msgs + [("fwd", "reduce_scatter", *ring), ("bwd", "all_gather", *ring)]
         intra, inter = out * (h - 1) / h, out / h * (w - h) / w  # table-row-wise: in the host, then across
@@ -348,7 +329,7 @@ class CostModel:
     @staticmethod
     def message_stage(st: ShardingType, index: int, p: str) -> str:
         """The TorchRec stage (`sharding.topology.STAGES`) that sends message `index` of `messages` in pass `p`."""
-        if st == ShardingType.DATA_PARALLEL:
+        if st == DP:
             return "lookup_bwd"  # DDP's gradient all-reduce runs inside the backward of the lookups
         return "input_dist" if index == 0 else ("output_dist" if p == "fwd" else "output_dist_bwd")
 
@@ -356,15 +337,27 @@ class CostModel:
         """(pass, op, seconds of bytes over the op's (or the stage's fitted) bandwidth) of each message a shard
         sends in one step."""
         key = ("t", t.name, st, rows, cols)
-        if key not in self._memo:
-            topo = self.topology
-            out = []
+        got = self._memo.get(key)
+        if got is None:
+            train, out = self.workload.train, []
             for i, (p, op, intra, inter) in enumerate(self.messages(t, st, rows, cols)):
-                if self.workload.train or p == "fwd":
-                    bw = topo.stage_bw(st.short, self.message_stage(st, i, p), topo.collective(op, False).bandwidth)
-                    out.append((p, op, intra / bw + inter / topo.collective(op, True).bandwidth))
-            self._memo[key] = out
-        return self._memo[key]  # type: ignore[return-value]
+                if train or p == "fwd":
+                    bw, across = self._message_bw(st, i, p, op)
+                    out.append((p, op, intra / bw + inter / across))
+            got = self._memo[key] = out
+        return got  # type: ignore[return-value]
+
+    def _message_bw(self, st: ShardingType, index: int, p: str, op: str) -> tuple[float, float]:
+        """(bytes/s within a host, across hosts) of message `index` of a shard of type `st`: the topology's, read
+        once per model."""
+        key = ("bw", st, index, p, op)
+        got = self._memo.get(key)
+        if got is None:
+            topo = self.topology
+            got = self._memo[key] = (topo.stage_bw(st.short, self.message_stage(st, index, p),
+                                                   topo.collective(op, False).bandwidth),
+                                     topo.collective(op, True).bandwidth)
+        return got  # type: ignore[return-value]
 
     def shard_memory(self, t: TableSpec, st: ShardingType, rows: int, cols: int, tier: str,
                      cache_fraction: float = 0.0) -> dict[str, float]:
@@ -423,33 +416,54 @@ class CostModel:
 
     def _accumulate(self, plan: ShardingPlan, memory: bool) -> tuple[np.ndarray, np.ndarray, dict, dict, dict]:
         """Per rank, summed over its shards: (fwd, bwd, optimizer) work (3, W), shard counts, each collective's
-        seconds ((group, pass, op) -> (W,)), the ranks holding each group, and (with `memory`) bytes per tier."""
+        seconds ((group, pass, op) -> (W,)), the ranks holding each group, and (with `memory`) bytes per tier.
+        Each entry gets its shards' terms in table order (`RankSums`: one compiled call)."""
         w = plan.world_size
-        coll: dict[tuple[ShardingType, str, str], np.ndarray] = {}  # (group, pass, op) -> seconds per rank
+        coll: dict[tuple[ShardingType, str, str], int] = {}  # (group, pass, op) -> row, in first-seen order
+        mems: dict[str, int] = {}  # tier -> row, in first-seen order
         held: dict[ShardingType, set[int]] = {}
-        parts = np.zeros((3, w))  # fwd compute, bwd compute, optimizer
-        rows3 = tuple(parts)  # its rows (views), made once
-        count = np.zeros(w, dtype=np.int64)
-        mem: dict[str, np.ndarray] = {t.name: np.zeros(w) for t in self.topology.tiers}
+        sums = RankSums()
+        push, seen, memo, terms = sums.groups.append, set(), self._memo, self._terms
         for tp in plan.tables.values():
             t, st = self.tables[tp.name], tp.sharding_type
             group = held.setdefault(st, set())
             for (rows, cols, tier, cf), where in tp.alike().items():
-                add = _adder(where)
-                c = self.shard_cost(t, st, rows, cols, tier, cf)
-                for a, x in zip(rows3, (c.fwd_compute, c.bwd_compute, c.optimizer), strict=True):
-                    add(a, x)
-                add(count, 1)
+                got = memo.get(("a", t.name, st, rows, cols, tier, cf, memory)) or terms(t, st, rows, cols, tier,
+                                                                                           cf, memory)
+                push((got[0], got[1], where))
                 group.update(where)
-                for p, op, secs in self.message_times(t, st, rows, cols):
-                    key = (st, p, op)
-                    if key not in coll:  # first seen here: the dict keeps that order (`_step` sums in it)
-                        coll[key] = np.zeros(w)
-                    add(coll[key], secs)
-                if memory:
-                    for k, v in self.shard_memory(t, st, rows, cols, tier, cf).items():
-                        add(mem.setdefault(k, np.zeros(w)), v)
-        return parts, count, coll, held, mem
+                if id(got[2]) not in seen:  # first seen here (one tuple per distinct list): `_step` sums
+                    seen.add(id(got[2]))  # collectives in that order
+                    for k, q in got[2]:
+                        if k not in coll and k not in mems:
+                            (mems if isinstance(k, str) else coll)[k] = q
+        table = sums.total(len(self._rows), w)
+        mem: dict[str, np.ndarray] = {t.name: np.zeros(w) for t in self.topology.tiers}
+        mem.update({k: table[q] for k, q in mems.items()})
+        return (table[:3], table[3].astype(np.int64), {k: table[q] for k, q in coll.items()}, held, mem)
+
+    def _terms(self, t: TableSpec, st: ShardingType, rows: int, cols: int, tier: str, cache_fraction: float,
+               memory: bool) -> tuple[tuple[int, ...], tuple[float, ...], tuple[tuple[object, int], ...]]:
+        """What one shard adds to its rank in `_accumulate`: (rows of the sums table, values, (collective or tier,
+        row) of the rows past the first four), in the order the terms are added: fwd, bwd and optimizer work, 1
+        (the shard count), each message's seconds, then (with `memory`) bytes per tier."""
+        key = ("a", t.name, st, rows, cols, tier, cache_fraction, memory)
+        got = self._memo.get(key)
+        if got is None:
+            c = self.shard_cost(t, st, rows, cols, tier, cache_fraction)
+            at, vals, keys = [0, 1, 2, 3], [c.fwd_compute, c.bwd_compute, c.optimizer, 1.0], []
+            extra: list[tuple[object, float]] = [((st, p, op), secs) for p, op, secs in
+                                                 self.message_times(t, st, rows, cols)]
+            if memory:
+                extra += self.shard_memory(t, st, rows, cols, tier, cache_fraction).items()
+            for k, v in extra:
+                q = self._rows.setdefault(k, len(self._rows))  # type: ignore[arg-type]
+                at.append(q)
+                vals.append(v)
+                keys.append((k, q))
+            keys_ = tuple(keys)
+            got = self._memo[key] = (tuple(at), tuple(vals), self._memo.setdefault(("keys", keys_), keys_))
+        return got  # type: ignore[return-value]
 
     def _assemble(self, plan: ShardingPlan, memory: bool, loads: dict[str, np.ndarray] | None = None,
                   ) -> tuple[list[RankCost], float]:

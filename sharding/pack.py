@@ -57,6 +57,7 @@ class Builder:
         self.torchrec_columns = False  # `choose`: column-wise only in the blocks TorchRec's enumerator cuts
         self.cost = res.cost
         self.topo = res.cost.topology
+        self.usable = {x.name: self.topo.usable(x.name) for x in self.topo.tiers}  # `Topology.usable`, per tier
         if share is not None and share.res is res and share.tiers is tiers:
             self._options, self._prices, self._groups, self.avg = share._options, share._prices, share._groups, share.avg
             return
@@ -79,33 +80,35 @@ class Builder:
         key = (t.name, mu, allow_dp)
         got = self._options.get(key)
         if got is None:
-            topo = self.topo
+            usable = self.usable
 
             def fits(m: dict[str, float]) -> bool:
-                return all(b <= mu * topo.usable(k) for k, b in m.items())
+                return all(b <= mu * usable[k] for k, b in m.items())
 
-            opts = self._enumerate(t, mu, allow_dp, fits)
+            full = self._enumerate(t, mu, allow_dp, fits)
+            opts = [o[:4] for o in full]
             tw = [i for i, o in enumerate(opts) if (o[0], o[1]) == (TW, 1)]
             dp = [i for i, o in enumerate(opts) if o[0] == DP]
-            got = self._options[key] = (opts, [float(o[2].max()) for o in opts], tw[-1] if tw else -1,
-                                        dp[0] if dp else -1)
+            got = self._options[key] = (opts, [o[5] for o in full], tw[-1] if tw else -1, dp[0] if dp else -1)
         return got
 
-    def _enumerate(self, t: TableSpec, mu: float, allow_dp: bool, fits) -> list[Option]:  # noqa: ANN001
-        out = [o[:4] for o in self._priced(t) if o[0] != RW and (allow_dp if o[0] == DP else mu > 0) and fits(o[4])]
+    def _enumerate(self, t: TableSpec, mu: float, allow_dp: bool, fits) -> list[tuple]:  # noqa: ANN001
+        """The priced options (`_priced`) that qualify."""
+        out = [o for o in self._priced(t) if o[0] != RW and (allow_dp if o[0] == DP else mu > 0) and fits(o[4])]
         if self.topo.world_size > 1 or not out:
-            out.append(self._priced(t)[-1][:4])
+            out.append(self._priced(t)[-1])
         return out
 
-    def _priced(self, t: TableSpec) -> list[tuple[ShardingType, int, np.ndarray, float, dict[str, float]]]:
+    def _priced(self, t: TableSpec) -> list[tuple[ShardingType, int, np.ndarray, float, dict[str, float], float]]:
         """Every option of table t (DP first, when its tier is the fast one; RW last), priced once for all μ: as
-        `Option` plus the memory one piece needs. Each piece's summary is s0 × (its unscaled sum of ours) and
-        s1 × (TorchRec's), as `Resources.summary` computes it; the unscaled sums are shared by every builder on
-        the same shard prices (`_raw_options`), so the builders for other scales redo only the products."""
+        `Option` plus the memory one piece needs and the larger summed work (the array's `max`). Each piece's
+        summary is s0 × (its unscaled sum of ours) and s1 × (TorchRec's), as `Resources.summary` computes it; the
+        unscaled sums are shared by every builder on the same shard prices (`_raw_options`), so the builders for
+        other scales redo only the products."""
         if t.name in self._prices:
             return self._prices[t.name]
         s0, s1 = self.res.s0, self.res.s1
-        out: list[tuple[ShardingType, int, np.ndarray, float, dict[str, float]]] = []
+        out: list[tuple[ShardingType, int, np.ndarray, float, dict[str, float], float]] = []
         for st, k, blocks, mem in self._raw_options(t):
             ours = trec = 0  # `sum` of each piece's summary × its count, as numpy adds them
             largest = None
@@ -114,7 +117,7 @@ class Builder:
                 ours, trec = ours + x * n, trec + y * n
                 m = x if x >= y else y
                 largest = m if largest is None or m > largest else largest
-            out.append((st, k, np.array([ours, trec]), float(largest), mem))
+            out.append((st, k, np.array([ours, trec]), float(largest), mem, float(ours if ours >= trec else trec)))
         self._prices[t.name] = out
         return out
 
@@ -270,7 +273,7 @@ class Builder:
                 used[k] = used.get(k, 0.0) + v
         tables.sort(key=lambda t: -sum(mem[t.name].values()))
         for t in tables:
-            if all(v <= mu * self.topo.usable(k) for k, v in used.items()):
+            if all(v <= mu * self.usable[k] for k, v in used.items()):
                 break
             for k, v in mem[t.name].items():
                 used[k] -= v

@@ -70,15 +70,15 @@ class Resources:
     def shard(self, t: TableSpec, st: ShardingType, rows: int, cols: int, tier: str, cf: float,
               ) -> tuple[np.ndarray, dict[str, float]]:
         key = (t.name, st, rows, cols, tier, cf)
-        if key not in self._memo:
+        got = self._memo.get(key)
+        if got is None:
             c = self.cost.shard_cost(t, st, rows, cols, tier, cf)
-            v = np.zeros(self.K)
-            v[:3] = c.fwd_compute, c.bwd_compute, c.optimizer
-            for p, op, secs in self.cost.message_times(t, st, rows, cols):
+            v = [c.fwd_compute, c.bwd_compute, c.optimizer] + [0.0] * (self.K - 3)  # the same float sums as in
+            for p, op, secs in self.cost.message_times(t, st, rows, cols):  # an array, without numpy item adds
                 v[self.index[(st, p, op)]] += secs
             v[-1] = self.trec.shard_cost(t, st, rows, cols, tier, cf).total
-            self._memo[key] = (v, self.cost.shard_memory(t, st, rows, cols, tier, cf))
-        return self._memo[key]
+            got = self._memo[key] = (np.array(v), self.cost.shard_memory(t, st, rows, cols, tier, cf))
+        return got
 
     def summary(self, v: np.ndarray) -> np.ndarray:
         """(ours, TorchRec) scaled seconds of a vector, as if it were alone on a rank (one compiled call)."""

@@ -23,8 +23,9 @@ import math
 import numpy as np
 
 from embedding.spec import DTYPE_BYTES, TableSpec
-from sharding.cost import ShardCost, _adder
+from sharding.cost import ShardCost
 from sharding.plan import ShardingPlan, ShardingType
+from sharding.rank_sums import RankSums
 from sharding.topology import Topology
 from sharding.workload import PlanWorkload
 
@@ -34,6 +35,7 @@ BATCHED_COPY_PERF_FACTOR = 2.455
 DP_ELEMENTWISE_KERNELS_PERF_FACTOR = 9.22
 FULL_BLOCK_EMB_DIM, HALF_BLOCK_PENALTY, QUARTER_BLOCK_PENALTY = 128, 1.15, 1.75
 INDEX_BYTES = 8  # TorchRec's BIGINT_DTYPE
+_ROW0 = (0,)  # `rank_loads`: its one row of sums
 TW, CW, RW, TWRW, DP = (ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE, ShardingType.ROW_WISE,
                         ShardingType.TABLE_ROW_WISE, ShardingType.DATA_PARALLEL)
 
@@ -58,6 +60,7 @@ class TorchRecCostModel:
         self.workload, self.topology = workload, topology
         self.tables = {t.name: t for t in workload.tables}
         self._memo: dict[tuple, ShardCost] = {}
+        self._totals: dict[tuple, tuple[float]] = {}  # `rank_loads`: (Perf.total,) per `shard_cost` key
 
     def _kernel_bw(self, kernel: str, cache_fraction: float) -> float:
         topo = self.topology
@@ -65,8 +68,15 @@ class TorchRecCostModel:
         if topo.device == "cpu":  # TorchRec's cpu kernels read DDR: our tier 0 on a CPU rank
             return topo.fast.bandwidth * (0.5 if kernel == "dense" else 1.0)
         hbm, h2d = topo.fast.bandwidth, slow.bandwidth
-        return {"dense": 0.5 * hbm, "fused": hbm, "fused_uvm": h2d / 10,
-                "fused_uvm_caching": (cache_fraction * hbm + (1 - cache_fraction) * h2d) / 10}[kernel]
+        if kernel == "dense":
+            return 0.5 * hbm
+        if kernel == "fused":
+            return hbm
+        if kernel == "fused_uvm":
+            return h2d / 10
+        if kernel == "fused_uvm_caching":
+            return (cache_fraction * hbm + (1 - cache_fraction) * h2d) / 10
+        raise KeyError(kernel)
 
     def _bw(self, world: int, local: int) -> float:
         topo = self.topology
@@ -75,9 +85,10 @@ class TorchRecCostModel:
     def shard_cost(self, t: TableSpec, st: ShardingType, rows: int, cols: int, tier: str,
                    cache_fraction: float = 0.0) -> ShardCost:
         key = (t.name, st, cols, tier, cache_fraction)  # TorchRec's perf ignores a shard's row count
-        if key not in self._memo:
-            self._memo[key] = self._shard_cost(t, st, cols, tier, cache_fraction)
-        return self._memo[key]
+        got = self._memo.get(key)
+        if got is None:
+            got = self._memo[key] = self._shard_cost(t, st, cols, tier, cache_fraction)
+        return got
 
     def _shard_cost(self, t: TableSpec, st: ShardingType, d: int, tier: str, cf: float) -> ShardCost:
         topo = self.topology
@@ -115,12 +126,16 @@ class TorchRecCostModel:
 
     def rank_loads(self, plan: ShardingPlan) -> np.ndarray:
         """Per rank, the summed Perf.total of its shards (seconds)."""
-        loads = np.zeros(plan.world_size)
+        sums = RankSums()
+        push, totals = sums.groups.append, self._totals
         for tp in plan.tables.values():
-            t = self.tables[tp.name]
+            t, st = self.tables[tp.name], tp.sharding_type
             for (rows, cols, tier, cf), where in tp.alike().items():
-                _adder(where)(loads, self.shard_cost(t, tp.sharding_type, rows, cols, tier, cf).total)
-        return loads
+                total = totals.get((t.name, st, cols, tier, cf))  # `shard_cost`'s key
+                if total is None:
+                    total = totals[(t.name, st, cols, tier, cf)] = (self.shard_cost(t, st, rows, cols, tier, cf).total,)
+                push((_ROW0, total, where))
+        return sums.total(1, plan.world_size)[0]
 
     def plan_cost(self, plan: ShardingPlan) -> float:
         """TorchRec's rating of the plan: max over ranks of summed shard perf (seconds; TorchRec prints ms)."""

@@ -1,0 +1,134 @@
+"""Rating a plan with the compiled sums (`sharding.rank_sums`) gives bitwise the figures of the loop it replaced (one
+numpy add per shard shape, `np.add.at` where a rank repeats), so ratings and plans do not change."""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from sharding import CostModel, PlanWorkload, load_topology, optimize
+from sharding.baselines import BASELINES
+from sharding.layouts import table_plan
+from sharding.plan import ShardingPlan, ShardingType
+from sharding.rank_sums import RankSums
+from sharding.tablesets import load_tables
+from sharding.trec_cost import TorchRecCostModel
+
+TW, RW, CW, TWRW, DP = (ShardingType.TABLE_WISE, ShardingType.ROW_WISE, ShardingType.COLUMN_WISE,
+                        ShardingType.TABLE_ROW_WISE, ShardingType.DATA_PARALLEL)
+
+
+def _adder(where: list[int]) -> Callable[[np.ndarray, float], None]:
+    """The former per-shape add (sharding/cost.py before the compiled sums)."""
+    if len(where) == 1:
+        r = where[0]
+
+        def one(a: np.ndarray, x: float) -> None:
+            a[r] += x
+        return one
+    if where == list(range(where[0], where[0] + len(where))):
+        idx: slice | np.ndarray = slice(where[0], where[0] + len(where))
+    elif len(set(where)) == len(where):
+        idx = np.array(where)
+    else:
+        rep = np.array(where)
+        return lambda a, x: np.add.at(a, rep, x)
+
+    def block(a: np.ndarray, x: float) -> None:
+        a[idx] += x
+    return block
+
+
+def _former_accumulate(cost: CostModel, plan: ShardingPlan, memory: bool) -> tuple:
+    """`CostModel._accumulate` as it was: one add per shard shape and term, in table order."""
+    w = plan.world_size
+    coll: dict = {}
+    held: dict = {}
+    parts = np.zeros((3, w))
+    rows3 = tuple(parts)
+    count = np.zeros(w, dtype=np.int64)
+    mem = {t.name: np.zeros(w) for t in cost.topology.tiers}
+    for tp in plan.tables.values():
+        t, st = cost.tables[tp.name], tp.sharding_type
+        group = held.setdefault(st, set())
+        for (rows, cols, tier, cf), where in tp.alike().items():
+            add = _adder(where)
+            c = cost.shard_cost(t, st, rows, cols, tier, cf)
+            for a, x in zip(rows3, (c.fwd_compute, c.bwd_compute, c.optimizer), strict=True):
+                add(a, x)
+            add(count, 1)
+            group.update(where)
+            for p, op, secs in cost.message_times(t, st, rows, cols):
+                if (st, p, op) not in coll:
+                    coll[(st, p, op)] = np.zeros(w)
+                add(coll[(st, p, op)], secs)
+            if memory:
+                for k, v in cost.shard_memory(t, st, rows, cols, tier, cf).items():
+                    add(mem.setdefault(k, np.zeros(w)), v)
+    return parts, count, coll, held, mem
+
+
+def _former_rank_loads(trec: TorchRecCostModel, plan: ShardingPlan) -> np.ndarray:
+    loads = np.zeros(plan.world_size)
+    for tp in plan.tables.values():
+        t = trec.tables[tp.name]
+        for (rows, cols, tier, cf), where in tp.alike().items():
+            _adder(where)(loads, trec.shard_cost(t, tp.sharding_type, rows, cols, tier, cf).total)
+    return loads
+
+
+def _bits(a: np.ndarray) -> bytes:
+    return np.ascontiguousarray(a).tobytes()
+
+
+def _plans() -> tuple[PlanWorkload, object, list[ShardingPlan]]:
+    wl = PlanWorkload(load_tables("random:40:3"), 2048, "train")
+    topo = load_topology("torchrec_default", 16)  # two hosts: table-row-wise groups, inter-host collectives
+    plans = [optimize(wl, topo), *(fn(wl, topo) for fn in BASELINES.values())]
+    t = {x.name: x for x in wl.tables}
+    mixed = {  # every type, a cached shard in the slow tier, repeated and scattered ranks
+        "t0": table_plan(t["t0"], DP, list(range(16)), "hbm"),
+        "t1": table_plan(t["t1"], RW, [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3], "hbm"),
+        "t2": table_plan(t["t2"], TWRW, [8, 9, 10, 11, 12, 13, 14, 15], "hbm"),
+        "t3": table_plan(t["t3"], CW, [0, 7, 7, 2], "hbm"),
+        "t4": table_plan(t["t4"], TW, [5], "ddr", 0.25),
+        "t5": table_plan(t["t5"], DP, [0, 0, 2, 4], "hbm"),
+    }
+    mixed.update({x.name: table_plan(x, TW, [i % 16], "hbm") for i, x in enumerate(wl.tables) if x.name not in mixed})
+    plans.append(ShardingPlan(16, mixed))
+    return wl, topo.reserve_inputs(wl.ids_per_batch), plans
+
+
+@pytest.mark.parametrize("memory", [False, True])
+def test_the_cost_models_sums_are_the_former_per_shape_adds_bit_for_bit(memory: bool) -> None:
+    wl, topo, plans = _plans()
+    for plan in plans:
+        cost = CostModel(wl, topo)
+        parts, count, coll, held, mem = cost._accumulate(plan, memory)
+        parts0, count0, coll0, held0, mem0 = _former_accumulate(CostModel(wl, topo), plan, memory)
+        assert _bits(parts) == _bits(parts0) and count.dtype == count0.dtype and _bits(count) == _bits(count0)
+        assert list(coll) == list(coll0) and all(_bits(coll[k]) == _bits(coll0[k]) for k in coll0)
+        assert held == held0
+        assert list(mem) == list(mem0) and all(_bits(mem[k]) == _bits(mem0[k]) for k in mem0)
+        assert any(m.any() for m in mem.values()) == memory
+
+
+def test_torchrecs_rank_loads_are_the_former_per_shape_adds_bit_for_bit() -> None:
+    wl, topo, plans = _plans()
+    for plan in plans:
+        trec = TorchRecCostModel(wl, topo)
+        assert _bits(trec.rank_loads(plan)) == _bits(_former_rank_loads(TorchRecCostModel(wl, topo), plan))
+
+
+def test_the_compiled_sums_add_each_term_in_order_and_once_per_listed_rank() -> None:
+    rng = np.random.default_rng(0)
+    sums, expect = RankSums(), np.zeros((5, 7))
+    for _ in range(200):
+        at = tuple(int(q) for q in rng.integers(0, 5, rng.integers(1, 4)))
+        vals = tuple(float(x) for x in rng.standard_normal(len(at)) * 10.0 ** rng.integers(-8, 8, len(at)))
+        where = [int(r) for r in rng.integers(0, 7, rng.integers(1, 9))]
+        sums.groups.append((at, vals, where))
+        for q, x in zip(at, vals, strict=True):
+            _adder(where)(expect[q], x)
+    assert _bits(sums.total(5, 7)) == _bits(expect)

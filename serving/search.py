@@ -248,14 +248,20 @@ def confirm_top(run: Callable[..., dict], results: list[SearchResult], cfg: Sear
                 log: Callable[[str], None] = print) -> tuple[dict[str, list[SearchResult]],
                                                              dict[str, SearchResult | None]]:
     """Confirm each kind's top settings (`top_settings`, cfg.confirm_top of static and of ours) in the order naive,
-    static, ours, best first; return them and each kind's best confirmed one (`best_confirmed`). A setting with no
-    INVALID run above its best first gets `extend_bracket`. With cfg.confirm_start == "learned" each ladder
-    starts at `learned_start` of the fractions held so far in this search ("top": at 1.0). `run(setting, qps)` is
-    a search run, `run(setting, qps, k)` a confirmation repeat; every run is counted by the caller."""
+    static, ours, best first; return them and each kind's best confirmed one (`best_confirmed`). A runner-up whose
+    best VALID QPS is not above what its kind already confirmed (for ours: or static) is skipped: it cannot win.
+    A setting with no INVALID run above its best first gets `extend_bracket`. With cfg.confirm_start == "learned"
+    each ladder starts at `learned_start` of the fractions held so far in this search ("top": at 1.0).
+    `run(setting, qps)` is a search run, `run(setting, qps, k)` a confirmation repeat; the caller counts every run."""
     tops = top_settings(results, cfg.confirm_top)
     fractions: list[float] = []
+    held = {"naive": 0.0, "static": 0.0, "ours": 0.0}
     for kind, rs in tops.items():
-        for r in rs:
+        for i, r in enumerate(rs):
+            if i > 0 and r.best_qps <= held[kind]:  # a figure never exceeds its best VALID run: it cannot win
+                log(f"not confirming {kind}: {r.setting.label}, best VALID {r.best_qps:.1f} QPS ≤ {held[kind]:.1f} "
+                    "already confirmed")
+                continue
             if not r.bracketed:
                 extend_bracket(lambda q, st=r.setting: run(st, q), r, cfg.bisection_steps, cfg.bracket_runs)
                 log(f"{kind} ({r.setting.label}): no INVALID run above it, bracket extended upwards: best VALID "
@@ -270,6 +276,7 @@ def confirm_top(run: Callable[..., dict], results: list[SearchResult], cfg: Sear
             log(f"confirm {kind}: " + confirm_story(r, cfg.confirm_repeats))
             if r.confirmed_qps > 0:
                 fractions.append(r.confirmed_fraction)
+            held[kind] = max(held[kind], r.confirmed_qps, held["static"] if kind == "ours" else 0.0)
     return tops, best_confirmed(tops)
 
 

@@ -444,6 +444,23 @@ def test_confirm_top_confirms_each_kinds_top_k_reports_the_best_confirmed_one_an
                for q in [r.confirmed_qps])
 
 
+def test_confirm_top_skips_a_runner_up_whose_best_run_cannot_beat_what_its_kind_confirmed():
+    from serving.config import SearchConfig
+    from serving.search import confirm_top
+
+    results = [_capped("naive", 10.0), _capped("static", 30.0), _capped("static", 29.0), _capped("ours", 40.0),
+               _capped("ours", 29.5)]
+    calls = []
+
+    def run(st, q, k=None):  # everything holds up to its best: static 30 confirms 30, ours 40 confirms 40
+        calls.append(st.label)
+        return {"verdict": "VALID"}
+
+    tops, best = confirm_top(run, results, SearchConfig(confirm_top=2), log=lambda m: None)
+    assert "static 29" not in calls and "ours 29.5" not in calls and len(calls) == 3 * 2
+    assert best["static"].setting.label == "static 30" and best["ours"].setting.label == "ours 40"
+
+
 def test_best_confirmed_lets_ours_fall_back_to_a_static_setting_that_held_higher():
     from serving.search import best_confirmed
 

@@ -125,7 +125,7 @@ class SearchConfig:
     confirm_start: str = "top"
     """where each confirmation's ladder starts: top (1.0) | learned (the median fraction that this search's earlier
     confirmations held at; the walk goes down from there while levels fail, up while they hold). Top by measurement
-    (2026-12-02, i18e): replayed on 48 recorded top-down confirmations, learned would have spent 299 runs instead of
+    (2026-12-02, i18e): replayed on 50 recorded top-down confirmations, learned would have spent 299 runs instead of
     324 (−8%); in a live RM1–RM3 series it spent 93 against ≈ 90, losing 20 on RM3, where the machine got quieter
     between confirmations and two settings walked up from 0.5 to 1.0 at 2 runs a level"""
     confirm_duration_ms: int = 10000

@@ -272,7 +272,8 @@ def _search(cfg: ServeAppConfig, spec, setup) -> int:
              "kept after the reruns" if sc.others_cpu_max >= 0 else "disturbance guard off") + f"); loadavg {la[0]:.2f}"
           + "; confirmed settings: " + "; ".join(
               f"{k} " + ", ".join(f"{t['setting']} {t['best_qps']:.1f} → " + (
-                  f"{t['confirmed_qps']:.1f}" if t["confirm_runs"] else "not confirmed (cannot win)") for t in v)
+                  (f"{t['confirmed_qps']:.1f}" if t["confirmed_qps"] else "none held") if t["confirm_runs"]
+                  else "not confirmed (cannot win)") for t in v)
               for k, v in tried.items() if v)
           + (f"; lower bounds only (no INVALID above): {summary['unbracketed']}" if summary["unbracketed"] else "")
           + (f"; {len(summary['probed_only'])} candidate(s) of ours VALID at the probe but not bisected "

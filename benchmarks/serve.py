@@ -176,7 +176,7 @@ def _search(cfg: ServeAppConfig, spec, setup) -> int:
     from serving.interference import read_counters, run_guarded
     from serving.loadgen import run_loadgen
     from serving.report import plot_qps_latency
-    from serving.search import confirm, confirm_story, extend_bracket, pick_best, search_all
+    from serving.search import confirm_top, search_all
 
     s = cfg.serving
     run_id = new_run_id()
@@ -224,22 +224,11 @@ def _search(cfg: ServeAppConfig, spec, setup) -> int:
         print(msg, flush=True)
 
     results = search_all(run, s.server, s.search, start, cores, log=log, rank_key=f"p{s.loadgen.percentile:g}_ms")
-    picks = pick_best(results)
     sc = s.search
-    for kind, r in picks.items():
-        if r is None or (kind == "ours" and r is picks["static"]):
-            continue
-        if not r.bracketed:
-            extend_bracket(lambda q, st=r.setting: run(st, q), r, sc.bisection_steps, sc.bracket_runs)
-            log(f"{kind} ({r.setting.label}): no INVALID run above it, bracket extended upwards: best VALID "
-                f"{r.best_qps:.1f} QPS, {'bracketed' if r.bracketed else 'still no INVALID above'} ({r.runs} runs)")
-        print(f"confirming {kind}: {r.setting.label} from its best VALID {r.best_qps:.1f} QPS, {sc.confirm_repeats} "
-              f"repeats of ≥ {sc.confirm_duration_ms or s.loadgen.min_duration_ms} ms per level, ladder "
-              f"{list(sc.confirm_ladder)}, then {sc.confirm_bisect_steps} bisection step(s) below the failed level",
-              flush=True)
-        confirm(lambda q, k, st=r.setting: run(st, q, k), r, sc.confirm_repeats, tuple(sc.confirm_ladder),
-                sc.confirm_bisect_steps)
-        log(f"confirm {kind}: " + confirm_story(r, sc.confirm_repeats))
+    searched = {id(r): r.runs for r in results}
+    tops, picks = confirm_top(run, results, sc, log)
+    # the runs spent on each kind's runner-up settings (bracket extension + confirmation): the cost of confirm_top
+    extra = sum(r.runs - searched[id(r)] + r.confirm_runs for rs in tops.values() for r in rs[1:])
     total = count[0]  # every LoadGen run, disturbed ones re-run included
     disturbed = sum(1 for rec in records if rec["point"].get("disturbed"))
     kept_disturbed = sum(1 for rec in records
@@ -250,15 +239,16 @@ def _search(cfg: ServeAppConfig, spec, setup) -> int:
         r = picks[kind]
         return getattr(r, attr) if r is not None else 0.0
 
-    confirmed = {k: val(k, "confirmed_qps") for k in picks}
-    if confirmed["static"] > confirmed["ours"]:  # ours may choose any static setting: it falls back to the best one
-        confirmed["ours"] = confirmed["static"]
-        picks["ours"] = picks["static"]
+    confirmed = {k: val(k, "confirmed_qps") for k in picks}  # ours falls back to static's when that held higher
+    tried = {k: [{"setting": r.setting.label, "best_qps": r.best_qps, "confirmed_qps": r.confirmed_qps,
+                  "confirm_runs": r.confirm_runs} for r in rs] for k, rs in tops.items()}
     summary = {"run_id": run_id, "kind": "serving_search", "workload": spec.name, "serving": s.name,
                "bound_ms": s.loadgen.latency_ms, "percentile": s.loadgen.percentile, "loadgen_runs": total,
                "confirm_runs": sum(r.confirm_runs for r in results),
                "confirm_duration_ms": sc.confirm_duration_ms or s.loadgen.min_duration_ms,
-               "confirm_bisect_steps": sc.confirm_bisect_steps,
+               "confirm_bisect_steps": sc.confirm_bisect_steps, "confirm_top": sc.confirm_top,
+               "runner_up_runs": extra,
+               "confirm_start": sc.confirm_start, **{f"{k}_confirmed_settings": v for k, v in tried.items()},
                "disturbed_runs": disturbed, "disturbed_kept": kept_disturbed, "others_cpu_max": sc.others_cpu_max,
                "search_duration_ms": s.loadgen.min_duration_ms,
                **{f"{k}_qps": v for k, v in confirmed.items()},
@@ -277,9 +267,14 @@ def _search(cfg: ServeAppConfig, spec, setup) -> int:
           f"({summary['static_setting']}), ours {summary['ours_qps']:.1f} ({summary['ours_setting']}); highest single "
           f"VALID run: naive {summary['naive_best_seen_qps']:.1f}, static {summary['static_best_seen_qps']:.1f}, ours "
           f"{summary['ours_best_seen_qps']:.1f}; {total} LoadGen runs ({summary['confirm_runs']} of them "
-          f"confirmation runs of ≥ {summary['confirm_duration_ms']} ms; "
+          f"confirmation runs of ≥ {summary['confirm_duration_ms']} ms, {extra} spent on runner-up settings; "
           + (f"{disturbed} disturbed by other processes (> {sc.others_cpu_max:g} cores), {kept_disturbed} of them "
              "kept after the reruns" if sc.others_cpu_max >= 0 else "disturbance guard off") + f"); loadavg {la[0]:.2f}"
+          + "; confirmed settings: " + "; ".join(
+              f"{k} " + ", ".join(f"{t['setting']} {t['best_qps']:.1f} → " + (
+                  (f"{t['confirmed_qps']:.1f}" if t["confirmed_qps"] else "none held") if t["confirm_runs"]
+                  else "not confirmed (cannot win)") for t in v)
+              for k, v in tried.items() if v)
           + (f"; lower bounds only (no INVALID above): {summary['unbracketed']}" if summary["unbracketed"] else "")
           + (f"; {len(summary['probed_only'])} candidate(s) of ours VALID at the probe but not bisected "
              f"(max_settings={sc.max_settings}): not reported" if summary["probed_only"] else ""))
@@ -298,9 +293,11 @@ def _search(cfg: ServeAppConfig, spec, setup) -> int:
                            f"average {min(loads):.1f}–{max(loads):.1f}", Path(s.log_dir) / run_id / "qps_p99.png")
     print(f"plot: {png}")
     summary["plot"] = str(png)
-    how = (f"highest target QPS LoadGen called VALID, then backed off down {list(sc.confirm_ladder)} of it until "
-           f"{sc.confirm_repeats} repeats of ≥ {summary['confirm_duration_ms']} ms were all VALID, then "
-           f"{sc.confirm_bisect_steps} bisection step(s) between that level and the failed one above; bisection, "
+    how = (f"the best confirmed of the kind's top {sc.confirm_top} setting(s) by search QPS (naive: 1): from the "
+           f"highest target QPS LoadGen called VALID, a walk on the ladder {list(sc.confirm_ladder)} of it (from "
+           f"{'the top' if sc.confirm_start == 'top' else 'the median fraction earlier confirmations held at'}) to "
+           f"a level whose {sc.confirm_repeats} repeats of ≥ {summary['confirm_duration_ms']} ms were all VALID "
+           f"with the level above failed, then {sc.confirm_bisect_steps} bisection step(s) between the two; "
            f"{total} LoadGen runs in all; load average {la[0]:.2f}")
     summary["metrics"] = [metric(f"{k}_qps_at_bound", confirmed[k], "queries/s", how) for k in picks] + [
         metric("loadgen_runs", total, "runs", "LoadGen runs the search spent (the budget)")]

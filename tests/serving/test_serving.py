@@ -408,16 +408,110 @@ def test_extend_bracket_doubles_above_a_lower_bound_until_invalid_and_bisects():
     assert runs == before
 
 
-def test_pick_best_lets_ours_fall_back_to_a_static_setting():
-    from serving.search import pick_best
+def _capped(kind: str, best: float, runs: int = 2) -> SearchResult:
+    """A searched setting whose 3 s best was `best` (bracketed, `runs` search runs)."""
+    r = SearchResult(Setting(f"{kind} {best:g}", kind, ServerConfig()))
+    r.best_qps, r.bracketed = best, True
+    r.points = [{"target_qps": best, "verdict": "VALID"}] * runs
+    return r
 
-    def res(kind, q):
-        r = SearchResult(Setting(f"{kind} {q}", kind, ServerConfig()))
-        r.best_qps = q
-        return r
 
-    picks = pick_best([res("naive", 10.0), res("static", 30.0), res("static", 20.0), res("ours", 25.0)])
-    assert picks["naive"].best_qps == 10.0 and picks["static"].best_qps == 30.0 and picks["ours"] is picks["static"]
+def test_confirm_top_confirms_each_kinds_top_k_reports_the_best_confirmed_one_and_counts_every_run():
+    from serving.config import SearchConfig
+    from serving.search import confirm_top
+
+    caps = {"naive 100": 80.0, "static 300": 150.0, "static 250": 220.0, "static 200": 199.0,
+            "ours 600": 300.0, "ours 500": 450.0, "ours 700": 700.0}  # what each really holds for 10 s
+    results = [_capped("naive", 100.0), _capped("static", 300.0), _capped("static", 250.0),
+               _capped("static", 200.0), _capped("ours", 600.0), _capped("ours", 500.0),
+               _capped("ours", 700.0, runs=1)]  # ours 700: VALID at the probe only, never bisected: not confirmed
+    calls = []
+
+    def run(st, q, k=None):
+        calls.append((st.label, q, k))
+        return {"verdict": "VALID" if q <= caps[st.label] else "INVALID"}
+
+    cfg = SearchConfig(confirm_top=2, confirm_repeats=2, confirm_bisect_steps=1)
+    tops, best = confirm_top(run, results, cfg, log=lambda m: None)
+    assert [r.setting.label for r in tops["static"]] == ["static 300", "static 250"]
+    assert [r.setting.label for r in tops["ours"]] == ["ours 600", "ours 500"]
+    assert best["naive"].setting.label == "naive 100" and best["static"].setting.label == "static 250"
+    assert best["ours"].setting.label == "ours 500" and best["ours"].confirmed_qps > best["static"].confirmed_qps
+    assert {lab for lab, _, _ in calls} == {"naive 100", "static 300", "static 250", "ours 600", "ours 500"}
+    assert all(k is not None for _, _, k in calls)  # all bracketed: confirmation runs only
+    assert len(calls) == sum(r.confirm_runs for r in results)
+    assert all(q <= caps[lab] for r in results for lab in [r.setting.label] if r.confirmed_qps
+               for q in [r.confirmed_qps])
+
+
+def test_confirm_top_skips_a_runner_up_whose_best_run_cannot_beat_what_its_kind_confirmed():
+    from serving.config import SearchConfig
+    from serving.search import confirm_top
+
+    results = [_capped("naive", 10.0), _capped("static", 30.0), _capped("static", 29.0), _capped("ours", 40.0),
+               _capped("ours", 29.5)]
+    calls = []
+
+    def run(st, q, k=None):  # everything holds up to its best: static 30 confirms 30, ours 40 confirms 40
+        calls.append(st.label)
+        return {"verdict": "VALID"}
+
+    tops, best = confirm_top(run, results, SearchConfig(confirm_top=2), log=lambda m: None)
+    assert "static 29" not in calls and "ours 29.5" not in calls and len(calls) == 3 * 2
+    assert best["static"].setting.label == "static 30" and best["ours"].setting.label == "ours 40"
+
+
+def test_best_confirmed_lets_ours_fall_back_to_a_static_setting_that_held_higher():
+    from serving.search import best_confirmed
+
+    naive, st, ours = _capped("naive", 10.0), _capped("static", 30.0), _capped("ours", 40.0)
+    naive.confirmed_qps, st.confirmed_qps, ours.confirmed_qps = 9.0, 27.0, 20.0
+    best = best_confirmed({"naive": [naive], "static": [st], "ours": [ours]})
+    assert best["naive"] is naive and best["static"] is st and best["ours"] is st
+    ours.confirmed_qps = 28.0
+    assert best_confirmed({"naive": [naive], "static": [st], "ours": [ours]})["ours"] is ours
+    assert best_confirmed({"naive": [naive], "static": [st], "ours": []})["ours"] is st
+
+
+def test_confirm_from_a_lower_start_walks_up_while_levels_hold_then_bisects_below_the_failed_one():
+    from serving.search import confirm
+
+    r, runs = _found(100.0), []
+
+    def run(q, k):  # holds up to 86 QPS
+        runs.append(round(q, 2))
+        return {"verdict": "VALID" if q <= 86 else "INVALID"}
+
+    confirm(run, r, repeats=2, ladder=(1.0, 0.9, 0.8, 0.7), bisect_steps=1, start=0.75)
+    assert runs == [70.0, 70.0, 80.0, 80.0, 90.0, 85.0, 85.0]  # start 0.7 (the level ≤ 0.75), up to 0.9 (fails)
+    assert r.confirmed_qps == pytest.approx(85.0) and r.confirm_runs == 7
+
+
+def test_confirm_from_a_start_that_fails_walks_down_as_from_the_top():
+    from serving.search import confirm
+
+    r, runs = _found(100.0), []
+    confirm(lambda q, k: runs.append(round(q, 2)) or {"verdict": "VALID" if q <= 62 else "INVALID"}, r, repeats=2,
+            ladder=(1.0, 0.9, 0.8, 0.7, 0.6), bisect_steps=1, start=0.8)
+    assert runs == [80.0, 70.0, 60.0, 60.0, 65.0] and r.confirmed_qps == pytest.approx(60.0)
+
+
+def test_learned_start_is_the_median_held_fraction_and_the_top_before_any_held():
+    from serving.search import learned_start
+
+    assert learned_start([]) == 1.0 and learned_start([0.0]) == 1.0
+    assert learned_start([0.9, 0.0, 0.6, 0.7]) == 0.7 and learned_start([0.8, 0.6]) == pytest.approx(0.7)
+
+
+@pytest.mark.parametrize("field,value,needle", [("confirm_top", 0, "confirm_top=0"),
+                                                ("confirm_start", "middle", "confirm_start='middle'")])
+def test_check_serving_refuses_a_bad_confirmation_choice(field, value, needle):
+    from serving.config import ServingConfig, ServingError, check_serving
+
+    cfg = ServingConfig()
+    setattr(cfg.search, field, value)
+    with pytest.raises(ServingError, match=needle):
+        check_serving(cfg)
 
 
 @pytest.mark.parametrize("ladder", [[], [1.0, 1.0], [0.9, 0.95], [1.2, 0.9], [1.0, 0.0]])

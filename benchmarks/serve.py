@@ -248,7 +248,7 @@ def _search(cfg: ServeAppConfig, spec, setup) -> int:
                "confirm_duration_ms": sc.confirm_duration_ms or s.loadgen.min_duration_ms,
                "confirm_bisect_steps": sc.confirm_bisect_steps, "confirm_top": sc.confirm_top,
                "runner_up_runs": extra,
-               "confirm_start": sc.confirm_start, **{f"{k}_confirmed_settings": v for k, v in tried.items()},
+               **{f"{k}_confirmed_settings": v for k, v in tried.items()},
                "disturbed_runs": disturbed, "disturbed_kept": kept_disturbed, "others_cpu_max": sc.others_cpu_max,
                "search_duration_ms": s.loadgen.min_duration_ms,
                **{f"{k}_qps": v for k, v in confirmed.items()},
@@ -294,8 +294,7 @@ def _search(cfg: ServeAppConfig, spec, setup) -> int:
     print(f"plot: {png}")
     summary["plot"] = str(png)
     how = (f"the best confirmed of the kind's top {sc.confirm_top} setting(s) by search QPS (naive: 1): from the "
-           f"highest target QPS LoadGen called VALID, a walk on the ladder {list(sc.confirm_ladder)} of it (from "
-           f"{'the top' if sc.confirm_start == 'top' else 'the median fraction earlier confirmations held at'}) to "
+           f"highest target QPS LoadGen called VALID, down the ladder {list(sc.confirm_ladder)} of it to "
            f"a level whose {sc.confirm_repeats} repeats of ≥ {summary['confirm_duration_ms']} ms were all VALID "
            f"with the level above failed, then {sc.confirm_bisect_steps} bisection step(s) between the two; "
            f"{total} LoadGen runs in all; load average {la[0]:.2f}")

@@ -15,7 +15,6 @@ __all__ = ["QueryConfig", "ServerConfig", "LoadGenConfig", "SearchConfig", "What
 SCENARIOS = ("Server", "Offline", "SingleStream")
 SIZE_KINDS = ("fixed", "uniform", "lognormal", "mlperf")
 WORKER_KINDS = ("thread", "process")
-CONFIRM_STARTS = ("top", "learned")
 
 
 class ServingError(SpecError):
@@ -122,12 +121,6 @@ class SearchConfig:
     confirm_top: int = 2
     """confirm this many of static's and of ours' settings (best search QPS first; naive has one) and report each
     kind's best confirmed one: the 3 s runs that rank them over-state what holds for 10 s by different factors"""
-    confirm_start: str = "top"
-    """where each confirmation's ladder starts: top (1.0) | learned (the median fraction that this search's earlier
-    confirmations held at; the walk goes down from there while levels fail, up while they hold). Top by measurement
-    (2026-12-02, i18e): replayed on 50 recorded top-down confirmations, learned would have spent 299 runs instead of
-    324 (−8%); in a live RM1–RM3 series it spent 93 against ≈ 90, losing 20 on RM3, where the machine got quieter
-    between confirmations and two settings walked up from 0.5 to 1.0 at 2 runs a level"""
     confirm_duration_ms: int = 10000
     """LoadGen's min duration of each confirmation run (0 = the search runs' serving.loadgen.min_duration_ms):
     longer than a search run so that a VALID verdict near the knee rests on more queries"""
@@ -217,8 +210,6 @@ def check_serving(cfg: ServingConfig, cuda: bool = False) -> None:
     _require(sc.confirm_bisect_steps >= 0,
              f"serving.search.confirm_bisect_steps={sc.confirm_bisect_steps}: must be ≥ 0 (0 = the ladder only)")
     _require(sc.confirm_top >= 1, f"serving.search.confirm_top={sc.confirm_top}: must be ≥ 1")
-    _require(sc.confirm_start in CONFIRM_STARTS,
-             f"serving.search.confirm_start={sc.confirm_start!r}: choose from {list(CONFIRM_STARTS)}")
     _require(sc.confirm_duration_ms >= 0, f"serving.search.confirm_duration_ms={sc.confirm_duration_ms}: must be ≥ 0 "
              "(0 = the search runs' min duration)")
     _require(len(sc.worker_kinds) > 0 and all(k in WORKER_KINDS for k in sc.worker_kinds),

@@ -15,9 +15,8 @@ highest VALID QPS seen. Three servers are compared at the same bound:
 Runs: naive and each static B cost ≤ bracket_runs + steps; each candidate one probe, a bisected one ≤ bracket_runs
 + steps more. Then each kind's top settings (naive's one, static's and ours' best `confirm_top`, by search QPS):
 if no INVALID run lies above a setting's best VALID QPS, `extend_bracket` (≤ bracket_runs + steps); and `confirm`:
-repeats on a fixed ladder of fractions of its best VALID QPS, from the top or (`confirm_start=learned`) from the
-fraction this search's earlier confirmations held at, walking down until a level repeats VALID or up until one
-fails, then bisecting between the held level and the failed one above it (≤ (len(ladder) + confirm_bisect_steps)
+repeats at its best VALID QPS, backing off down a fixed ladder of fractions of it until a level repeats VALID,
+then bisecting between the held level and the failed one above it (≤ (len(ladder) + confirm_bisect_steps)
 × confirm_repeats). Each kind reports its best confirmed setting. Every run is counted.
 """
 from __future__ import annotations
@@ -30,7 +29,7 @@ from .config import SearchConfig, ServerConfig
 
 __all__ = ["Setting", "SearchResult", "bisect_qps", "confirm", "naive_setting", "static_settings", "our_candidates",
            "search_all", "extend_bracket", "CONFIRM_LADDER",
-           "top_settings", "best_confirmed", "confirm_top", "learned_start", "confirm_story"]
+           "top_settings", "best_confirmed", "confirm_top", "confirm_story"]
 
 RunFn = Callable[["Setting", float], dict]
 
@@ -114,21 +113,19 @@ def bisect_qps(run: Callable[[float], dict], start: float, steps: int, bracket_r
 
 
 def confirm(run: Callable[[float, int], dict], result: SearchResult, repeats: int,
-            ladder: tuple[float, ...] | list[float] = CONFIRM_LADDER, bisect_steps: int = 0,
-            start: float = 1.0) -> SearchResult:
-    """Confirm the setting's highest VALID QPS (`best_qps`) by `repeats` runs that are all VALID. The confirmed
-    level is a ladder level (fractions of `best_qps`: 1.0, 0.95, 0.9, 0.8, … by default) that holds while the level
-    just above it failed (or it is the top). The walk starts at the highest level ≤ `start` (1.0: the top): a
-    failing level sends it down the ladder until one holds, a holding one up until one fails. Then, when a level
-    above the held one failed, bisect between the two `bisect_steps` times (each midpoint held or failed by the
-    same repeats rule), so the figure is not up to one ladder step low. The same rule for naive, static and ours.
-    `run(qps, k)` is the k-th repeat at that level (the caller may give repeats their own LoadGen seed and a
-    longer run). An INVALID run marked `disturbed` (other processes' CPU, the caller's reruns spent) stops the
-    confirmation: a failure under disturbance says nothing about the server, so the ladder does not walk on it;
-    the figure is what held before (0 if nothing) and `confirm_disturbed` says why. Worst case (len(ladder) +
-    bisect_steps) × repeats runs, all counted; each level tried is kept in `result.confirm_trail` as (qps, VALID
-    repeats, runs). The level above the confirmed one (it failed its repeats) or, at the top level, the search's
-    INVALID run above `best_qps` makes the confirmed figure a measured bound, not only a lower one."""
+            ladder: tuple[float, ...] | list[float] = CONFIRM_LADDER, bisect_steps: int = 0) -> SearchResult:
+    """Confirm the setting's highest VALID QPS (`best_qps`) by `repeats` runs that are all VALID; when one fails,
+    back off down a fixed ladder of fractions of it (1.0, 0.95, 0.9, 0.8, … by default) until a level holds. Then,
+    when a level above the held one failed, bisect between the two `bisect_steps` times (each midpoint held or
+    failed by the same repeats rule), so the figure is not up to one ladder step low. The same rule for naive,
+    static and ours. `run(qps, k)` is the k-th repeat at that level (the caller may give repeats their own
+    LoadGen seed and a longer run). An INVALID run marked `disturbed` (other processes' CPU, the caller's
+    reruns spent) stops the confirmation: a failure under disturbance says nothing about the server, so the
+    ladder does not walk down on it; the figure is what held before (0 on the ladder) and `confirm_disturbed`
+    says why. Worst case (len(ladder) + bisect_steps) × repeats runs, all counted; each
+    level tried is kept in `result.confirm_trail` as (qps, VALID repeats, runs). The level above the confirmed
+    one (it failed its repeats) or, at the top level, the search's INVALID run above `best_qps` makes the
+    confirmed figure a measured bound, not only a lower one."""
     top = result.best_qps
     if top <= 0:
         return result
@@ -146,32 +143,16 @@ def confirm(run: Callable[[float, int], dict], result: SearchResult, repeats: in
         result.confirm_trail.append((q, ok, min(ok + 1, repeats)))
         return ok == repeats
 
-    first = next((i for i, f in enumerate(ladder) if f <= start + 1e-12), len(ladder) - 1)
-    held, failed = None, None
-    if first > 0 and holds(top * ladder[first]):
-        held = first
-        for i in range(first - 1, -1, -1):  # up while the levels hold
-            if holds(top * ladder[i]):
-                held = i
-            else:
-                if not result.confirm_disturbed:
-                    failed = top * ladder[i]
-                break
-    elif not result.confirm_disturbed:
-        for i in range(first, len(ladder)):  # down until a level holds (the start level, when > 0, failed above)
-            if i == first and first > 0:
-                failed = top * ladder[i]
-                continue
-            if holds(top * ladder[i]):
-                held = i
-                break
-            if result.confirm_disturbed:
-                return result
-            failed = top * ladder[i]
-    if held is None:
-        return result
-    result.confirmed_qps, result.confirmed_fraction = top * ladder[held], ladder[held]
-    if failed is None:
+    failed = None
+    for f in ladder:
+        q = top * f
+        if holds(q):
+            result.confirmed_qps, result.confirmed_fraction = q, f
+            break
+        if result.confirm_disturbed:
+            return result
+        failed = q
+    if result.confirmed_qps <= 0 or failed is None:
         return result
     lo, hi = result.confirmed_qps, failed
     for _ in range(bisect_steps):
@@ -185,18 +166,6 @@ def confirm(run: Callable[[float, int], dict], result: SearchResult, repeats: in
     if lo > result.confirmed_qps:
         result.confirmed_qps, result.confirmed_fraction = lo, lo / top
     return result
-
-
-def learned_start(fractions: list[float]) -> float:
-    """Where the next confirmation's ladder starts: the median of the fractions of their best VALID QPS that this
-    search's earlier confirmations held at (1.0, the top, before any held). Why: every kind's 3 s best over-states
-    what holds for 10 s by a factor that moves with the machine's state, so starting near what held minutes ago
-    spends fewer 10 s runs on levels that fail; the walk goes up from there too, so it cannot cap the figure."""
-    held = sorted(f for f in fractions if f > 0)
-    if not held:
-        return 1.0
-    n = len(held)
-    return held[n // 2] if n % 2 else (held[n // 2 - 1] + held[n // 2]) / 2
 
 
 def extend_bracket(run: Callable[[float], dict], result: SearchResult, steps: int, bracket_runs: int) -> SearchResult:
@@ -250,11 +219,9 @@ def confirm_top(run: Callable[..., dict], results: list[SearchResult], cfg: Sear
     """Confirm each kind's top settings (`top_settings`, cfg.confirm_top of static and of ours) in the order naive,
     static, ours, best first; return them and each kind's best confirmed one (`best_confirmed`). A runner-up whose
     best VALID QPS is not above what its kind already confirmed (for ours: or static) is skipped: it cannot win.
-    A setting with no INVALID run above its best first gets `extend_bracket`. With cfg.confirm_start == "learned"
-    each ladder starts at `learned_start` of the fractions held so far in this search ("top": at 1.0).
+    A setting with no INVALID run above its best first gets `extend_bracket`.
     `run(setting, qps)` is a search run, `run(setting, qps, k)` a confirmation repeat; the caller counts every run."""
     tops = top_settings(results, cfg.confirm_top)
-    fractions: list[float] = []
     held = {"naive": 0.0, "static": 0.0, "ours": 0.0}
     for kind, rs in tops.items():
         for i, r in enumerate(rs):
@@ -267,15 +234,12 @@ def confirm_top(run: Callable[..., dict], results: list[SearchResult], cfg: Sear
                 log(f"{kind} ({r.setting.label}): no INVALID run above it, bracket extended upwards: best VALID "
                     f"{r.best_qps:.1f} QPS, {'bracketed' if r.bracketed else 'still no INVALID above'} "
                     f"({r.runs} runs)")
-            start = learned_start(fractions) if cfg.confirm_start == "learned" else 1.0
             log(f"confirming {kind}: {r.setting.label} from its best VALID {r.best_qps:.1f} QPS, "
-                f"{cfg.confirm_repeats} repeats per level, ladder {list(cfg.confirm_ladder)} from the level ≤ "
-                f"{start:.2f}x, then {cfg.confirm_bisect_steps} bisection step(s) below the failed level")
+                f"{cfg.confirm_repeats} repeats per level, ladder {list(cfg.confirm_ladder)} from the top, "
+                f"then {cfg.confirm_bisect_steps} bisection step(s) below the failed level")
             confirm(lambda q, k, st=r.setting: run(st, q, k), r, cfg.confirm_repeats, tuple(cfg.confirm_ladder),
-                    cfg.confirm_bisect_steps, start)
+                    cfg.confirm_bisect_steps)
             log(f"confirm {kind}: " + confirm_story(r, cfg.confirm_repeats))
-            if r.confirmed_qps > 0:
-                fractions.append(r.confirmed_fraction)
             held[kind] = max(held[kind], r.confirmed_qps, held["static"] if kind == "ours" else 0.0)
     return tops, best_confirmed(tops)
 

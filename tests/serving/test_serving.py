@@ -473,38 +473,7 @@ def test_best_confirmed_lets_ours_fall_back_to_a_static_setting_that_held_higher
     assert best_confirmed({"naive": [naive], "static": [st], "ours": []})["ours"] is st
 
 
-def test_confirm_from_a_lower_start_walks_up_while_levels_hold_then_bisects_below_the_failed_one():
-    from serving.search import confirm
-
-    r, runs = _found(100.0), []
-
-    def run(q, k):  # holds up to 86 QPS
-        runs.append(round(q, 2))
-        return {"verdict": "VALID" if q <= 86 else "INVALID"}
-
-    confirm(run, r, repeats=2, ladder=(1.0, 0.9, 0.8, 0.7), bisect_steps=1, start=0.75)
-    assert runs == [70.0, 70.0, 80.0, 80.0, 90.0, 85.0, 85.0]  # start 0.7 (the level ≤ 0.75), up to 0.9 (fails)
-    assert r.confirmed_qps == pytest.approx(85.0) and r.confirm_runs == 7
-
-
-def test_confirm_from_a_start_that_fails_walks_down_as_from_the_top():
-    from serving.search import confirm
-
-    r, runs = _found(100.0), []
-    confirm(lambda q, k: runs.append(round(q, 2)) or {"verdict": "VALID" if q <= 62 else "INVALID"}, r, repeats=2,
-            ladder=(1.0, 0.9, 0.8, 0.7, 0.6), bisect_steps=1, start=0.8)
-    assert runs == [80.0, 70.0, 60.0, 60.0, 65.0] and r.confirmed_qps == pytest.approx(60.0)
-
-
-def test_learned_start_is_the_median_held_fraction_and_the_top_before_any_held():
-    from serving.search import learned_start
-
-    assert learned_start([]) == 1.0 and learned_start([0.0]) == 1.0
-    assert learned_start([0.9, 0.0, 0.6, 0.7]) == 0.7 and learned_start([0.8, 0.6]) == pytest.approx(0.7)
-
-
-@pytest.mark.parametrize("field,value,needle", [("confirm_top", 0, "confirm_top=0"),
-                                                ("confirm_start", "middle", "confirm_start='middle'")])
+@pytest.mark.parametrize("field,value,needle", [("confirm_top", 0, "confirm_top=0"), ("confirm_top", -1, "confirm_top=-1")])
 def test_check_serving_refuses_a_bad_confirmation_choice(field, value, needle):
     from serving.config import ServingConfig, ServingError, check_serving
 

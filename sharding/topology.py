@@ -136,7 +136,8 @@ class Topology:
             raise TopologyError(f"topology {self.name!r}: unknown collective ops {bad_ops}, overhead groups "
                                 f"{bad_groups} or stages {bad_stages} (known: {COLLECTIVE_OPS}, "
                                 f"{OVERHEAD_GROUPS}, {STAGES})")
-        if self.optimizer_bandwidth < 0 or self.step_overhead < 0 or any(v < 0 for g in self.stage_overhead.values() for v in g.values()):
+        if self.optimizer_bandwidth < 0 or self.step_overhead < 0 or any(
+                v < 0 for g in self.stage_overhead.values() for v in g.values()):
             raise TopologyError(f"topology {self.name!r}: optimizer_bandwidth, step_overhead and stage overheads "
                                 "must be ≥ 0")
         if any(v <= 0 for g in self.stage_bandwidth.values() for v in g.values()):

@@ -1,6 +1,8 @@
 """Bad input: one clear error naming the table and the shortfall; the CLI exits ≠ 0 and writes nothing."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from benchmarks.plan_cli import main
@@ -47,3 +49,25 @@ def test_cli_bad_input_exits_nonzero_and_writes_nothing(tmp_path, capsys) -> Non
                  "--out", str(out), "--no-torchrec-estimate"]) == 2
     assert "'big'" in capsys.readouterr().err
     assert not out.exists() and list(tmp_path.iterdir()) == [lst]
+
+
+def test_overfull_rank_names_rank_shortfall_and_its_three_largest_tables() -> None:
+    """The message lists the rank's largest tables (as computed when the check ran one list entry per shard)."""
+    from sharding import CostModel, ShardingPlan, validate_plan
+    from sharding.layouts import table_plan
+    from sharding.plan import ShardingType
+
+    tables = tuple(TableSpec(f"t{i}", rows, 128) for i, rows in enumerate((2_000_000, 3_000_000, 1_000_000,
+                                                                            2_500_000, 500_000)))
+    wl, topo = PlanWorkload(tables, 128), topology(1, 2, 4.0)
+    tier = topo.fast.name
+    plan = ShardingPlan(2, {t.name: table_plan(t, ShardingType.TABLE_WISE, [0 if i != 2 else 1], tier)
+                            for i, t in enumerate(tables)})
+    cost = CostModel(wl, topo.reserve_inputs(wl.ids_per_batch))
+    held = sorted(((sum(cost.shard_memory(t, ShardingType.TABLE_WISE, t.rows, t.dim, tier, 0.0).values()), t.name)
+                   for i, t in enumerate(tables) if i != 2), reverse=True)[:3]
+    assert [n for _, n in held] == ["t1", "t3", "t0"]
+    big = ", ".join(f"{n} ({b / 1e9:.3f} GB)" for b, n in held)
+    with pytest.raises(PlanError, match=rf"^rank 0 {tier}: needs .* usable \(short by .*\); largest tables there: "
+                                        rf"{re.escape(big)}$"):
+        validate_plan(plan, wl, topo)

@@ -39,3 +39,29 @@ def test_plan_family_rates_each_plan_on_both_models(tmp_path, capsys) -> None:
         assert not (tmp_path / "bad.jsonl").exists()
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and bad[0] in err[0]
+
+
+def test_plan_family_times_optimize_apart_from_checking_its_plan(monkeypatch) -> None:
+    """`ours_cpu_s` is the planner's CPU alone; validating and rating its plan (the benchmark's own work) is
+    `check_cpu_s`. A counted clock: optimize advances it by 1, the check by 5."""
+    import types
+
+    import benchmarks.plan_family as pf
+
+    clock = [0.0]
+    monkeypatch.setattr(pf, "time", types.SimpleNamespace(process_time=lambda: clock[0], perf_counter=lambda: 0.0))
+    real_optimize, real_rate = pf.optimize, pf._rate
+
+    def optimize(*a, **k):  # noqa: ANN002, ANN003, ANN202
+        clock[0] += 1.0
+        return real_optimize(*a, **k)
+
+    def rate(*a):  # noqa: ANN002, ANN202
+        clock[0] += 5.0
+        return real_rate(*a)
+
+    monkeypatch.setattr(pf, "optimize", optimize)
+    monkeypatch.setattr(pf, "_rate", rate)
+    rec = pf.run_instance(instance(8), None)
+    assert rec["ours_cpu_s"] == 1.0 and rec["check_cpu_s"] == 5.0
+    assert rec["plans"]["ours"]["valid"]

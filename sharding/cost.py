@@ -431,7 +431,8 @@ class CostModel:
                 got = memo.get(("a", t.name, st, rows, cols, tier, cf, memory)) or terms(t, st, rows, cols, tier,
                                                                                            cf, memory)
                 push((got[0], got[1], where))
-                group.update(where)
+                if len(group) < w:  # a group on every rank already (data-parallel's) gains nothing
+                    group.update(where)
                 if id(got[2]) not in seen:  # first seen here (one tuple per distinct list): `_step` sums
                     seen.add(id(got[2]))  # collectives in that order
                     for k, q in got[2]:

@@ -81,3 +81,42 @@ def test_data_parallel_tables_are_sharded_again_where_replicas_load_the_hottest_
     before = Builder(res, assign_tiers(cost), 100).pack(0.5, 1.0, True, False, True)
     assert chosen > 0 and kept < chosen
     assert trec.plan_cost(plan) < trec.plan_cost(before)
+
+
+def _torchrec_options_inline(b: Builder, t, mu: float, allow_dp: bool) -> tuple:  # noqa: ANN001
+    """The filter `choose` ran on every call before it was memoised (`Builder._torchrec_feasible`)."""
+    from sharding.layouts import torchrec_column_pieces
+    from sharding.pack import CW
+
+    opts, most, tw, dp = b._feasible(t, mu, allow_dp)
+    keep = [i for i, o in enumerate(opts) if o[0] != CW or o[1] == torchrec_column_pieces(t.dim)]
+    opts, most = [opts[i] for i in keep], [most[i] for i in keep]
+    tw, dp = (next((j for j, i in enumerate(keep) if i == x), -1) for x in (tw, dp))
+    return opts, most, tw, dp
+
+
+@pytest.mark.parametrize("seed", [4, 14, 44])
+def test_torchrec_column_options_memo_matches_filtering_on_every_choose(seed: int) -> None:
+    """Memoised TorchRec-column options and `choose` on them equal the former per-call filter, bit for bit, and
+    do not disturb the unfiltered memo a sharing builder reads."""
+    inst = instance(seed)
+    b = _builder(inst.workload, inst.topology.reserve_inputs(inst.workload.ids_per_batch))
+    b.torchrec_columns = True
+    plain = Builder(b.res, b.tiers, 0, share=b)
+    inline = Builder(b.res, b.tiers, 0, share=b)
+    inline.torchrec_columns = True
+    inline._torchrec_feasible = lambda t, mu, allow_dp: _torchrec_options_inline(inline, t, mu, allow_dp)
+    for t in inst.workload.tables[:200]:
+        for mu, allow_dp in ((1.0, True), (0.5, False), (0.0, True)):
+            want = _torchrec_options_inline(b, t, mu, allow_dp)
+            for _ in range(2):  # the first call fills the memo, the second reads it
+                got = b._torchrec_feasible(t, mu, allow_dp)
+                assert got[2:] == want[2:] and got[1] == want[1]
+                assert [(o[0], o[1], o[2].tobytes(), o[3]) for o in got[0]] == \
+                       [(o[0], o[1], o[2].tobytes(), o[3]) for o in want[0]]
+            assert plain._feasible(t, mu, allow_dp) is b._feasible(t, mu, allow_dp)
+            for theta, least, twrw, uniform in ((0.0, True, False, None), (1.5, False, False, None),
+                                                (0.7, 2, False, None), (1.0, False, True, None),
+                                                (1.0, 3, False, None), (1.0, False, True, TWRW)):
+                assert b.choose(t, theta, mu, allow_dp, least, twrw, uniform) == \
+                    inline.choose(t, theta, mu, allow_dp, least, twrw, uniform)

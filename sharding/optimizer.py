@@ -65,6 +65,7 @@ from sharding.milp import MilpStats, milp_refine
 from sharding.pack import Builder, NoFit, repolish
 from sharding.packing import Bins, no_room
 from sharding.plan import ShardingPlan, ShardingType
+from sharding.relayout import RELAYOUT_WORK, relayout
 from sharding.search import Resources
 from sharding.tiers import assign_tiers
 from sharding.topology import Topology
@@ -146,6 +147,7 @@ def _optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[s
             label, plan, ours = f"{label} + {tag}", got, a
 
     # step 6: work per table shrinks as tables grow, so each step's cost stays about the same at any size
+    take("relayout", relayout(cost, trec, plan, RELAYOUT_WORK // n, rating))
     take("pairs", refine_plan(builder.res, plan, min(PAIR_EVALS, PAIR_WORK // n)))
     take(f"anneal {ANNEAL_WORK * n / 1e6:.3g}M", anneal_plan(builder.res, plan, ANNEAL_WORK * n, t_cap=rating))
     if anneal > 0:  # step 7, the opt-in long search: the exact MILP on small instances first, then annealing

@@ -15,6 +15,8 @@ or `evals` plan evaluations are spent: a count, not the clock, ends the step.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 from sharding.cost import CostModel
@@ -25,7 +27,7 @@ from sharding.trec_cost import TorchRecCostModel
 __all__ = ["relayout", "RELAYOUT_WORK"]
 
 RW, TWRW = ShardingType.ROW_WISE, ShardingType.TABLE_ROW_WISE
-RELAYOUT_WORK = 10_000  # plan evaluations × tables per call (the evaluations shrink as tables grow)
+RELAYOUT_WORK = 4_000  # plan evaluations × tables per call (the evaluations shrink as tables grow)
 
 
 def _memory(cost: CostModel, tp: TablePlan, tiers: list[str]) -> np.ndarray:
@@ -38,28 +40,26 @@ def _memory(cost: CostModel, tp: TablePlan, tiers: list[str]) -> np.ndarray:
     return out
 
 
-def _options(cost: CostModel, plan: ShardingPlan, name: str) -> list[dict[str, TablePlan]]:
+def _options(cost: CostModel, plan: ShardingPlan, name: str) -> Iterator[dict[str, TablePlan]]:
     """The re-layouts tried for table `name`: row-wise over all ranks; a table-row-wise table on each other host,
     and swapped with each table-row-wise table on another host (same tier and cache fraction as now)."""
     topo, tp = cost.topology, plan.tables[name]
     t, w, h = cost.tables[name], topo.world_size, min(topo.ranks_per_host, topo.world_size)
     (_, _, tier, fraction), ranks = next(iter(tp.alike().items()))
-    out: list[dict[str, TablePlan]] = []
     if tp.sharding_type != RW and w > 1:
-        out.append({name: table_plan(t, RW, list(range(w)), tier, fraction)})
+        yield {name: table_plan(t, RW, list(range(w)), tier, fraction)}
     if tp.sharding_type == TWRW and topo.num_hosts > 1:
         host = min(ranks) // h
         for other in range(topo.num_hosts):
             if other != host:
-                out.append({name: table_plan(t, TWRW, list(range(other * h, other * h + h)), tier, fraction)})
+                yield {name: table_plan(t, TWRW, list(range(other * h, other * h + h)), tier, fraction)}
         mine = tp.ranks
         for m, tq in plan.tables.items():
             if tq.sharding_type == TWRW:
                 (_, _, tier_m, fraction_m), ranks_m = next(iter(tq.alike().items()))
                 if min(ranks_m) // h != host:
-                    out.append({name: table_plan(t, TWRW, tq.ranks, tier, fraction),
-                                m: table_plan(cost.tables[m], TWRW, mine, tier_m, fraction_m)})
-    return out
+                    yield {name: table_plan(t, TWRW, tq.ranks, tier, fraction),
+                           m: table_plan(cost.tables[m], TWRW, mine, tier_m, fraction_m)}
 
 
 def relayout(cost: CostModel, trec: TorchRecCostModel, plan: ShardingPlan, evals: int, t_cap: float,

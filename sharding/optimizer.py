@@ -35,9 +35,12 @@ refinement for small instances and a long anneal).
    reference keeps our model's cost at or below that of a plan built TorchRec's way (A/B over
    `benchmarks.plan_family`, issue 16). If nothing packs, every table goes row-wise over all ranks, which
    spreads memory evenly: when even that does not fit, no plan does.
-6. The picked plan then gets exact two-rank re-splits of its movable shards (`sharding.lns`) and simulated
+6. The picked plan then gets whole-table re-layouts (`sharding.relayout`: a table re-cut row-wise over all ranks,
+   a table-row-wise table moved or swapped to another host; no packing stage re-cuts a table row-wise over all
+   ranks or moves a host's group, so a polished greedy plan kept its hottest table on one host: f54, issue 16),
+   exact two-rank re-splits of its movable shards (`sharding.lns`) and simulated
    annealing of its placement (`sharding.anneal`), each with a budget of work per table (`PAIR_WORK`,
-   `ANNEAL_WORK`) so that its cost stays about the same at any size (these replaced windows on the table count;
+   `ANNEAL_WORK`, `RELAYOUT_WORK`) so that its cost stays about the same at any size (these replaced windows on the table count;
    the p-norm moves `sharding.lns.flatten`, which cost 13 s on 856 tables, left the default search: family A/B
    without them 7 better, 5 worse by ≤ 0.6%), TorchRec's per-rank perf capped at the pick's rating; a result
    replaces the pick only if it costs less by our model and rates no worse by TorchRec's, so the pick's
@@ -65,6 +68,7 @@ from sharding.milp import MilpStats, milp_refine
 from sharding.pack import Builder, NoFit, repolish
 from sharding.packing import Bins, no_room
 from sharding.plan import ShardingPlan, ShardingType
+from sharding.relayout import RELAYOUT_WORK, relayout
 from sharding.search import Resources
 from sharding.tiers import assign_tiers
 from sharding.topology import Topology
@@ -146,6 +150,7 @@ def _optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[s
             label, plan, ours = f"{label} + {tag}", got, a
 
     # step 6: work per table shrinks as tables grow, so each step's cost stays about the same at any size
+    take("relayout", relayout(cost, trec, plan, RELAYOUT_WORK // n, rating))
     take("pairs", refine_plan(builder.res, plan, min(PAIR_EVALS, PAIR_WORK // n)))
     take(f"anneal {ANNEAL_WORK * n / 1e6:.3g}M", anneal_plan(builder.res, plan, ANNEAL_WORK * n, t_cap=rating))
     if anneal > 0:  # step 7, the opt-in long search: the exact MILP on small instances first, then annealing

@@ -1,0 +1,76 @@
+"""Whole-table re-layouts of a finished plan (`sharding.relayout`): row-wise over all ranks, a table-row-wise table
+moved or swapped between hosts; a change is kept only if it lowers our model's cost with TorchRec's rating capped."""
+from __future__ import annotations
+
+from embedding.spec import PoolingSpec, TableSpec
+from sharding import CostModel, PlanWorkload, ShardingPlan, validate_plan
+from sharding.layouts import table_plan
+from sharding.plan import ShardingType
+from sharding.relayout import relayout
+from sharding.trec_cost import TorchRecCostModel
+from tests.sharding.conftest import topology
+
+TW, RW, TWRW = ShardingType.TABLE_WISE, ShardingType.ROW_WISE, ShardingType.TABLE_ROW_WISE
+
+
+def _case(hot: int, hosts: int = 2) -> tuple[PlanWorkload, CostModel, TorchRecCostModel, dict[str, TableSpec]]:
+    """`hot` large tables with heavy pooling and 8 small ones, `hosts` hosts of 4 ranks."""
+    ts = tuple(TableSpec(f"h{i}", 4_000_000, 128, pooling=PoolingSpec("fixed", 150.0)) for i in range(hot)) + tuple(
+        TableSpec(f"s{i}", 20_000, 16, pooling=PoolingSpec("fixed", 2.0)) for i in range(8))
+    wl = PlanWorkload(ts, 8192)
+    topo = topology(hosts, 4, 16.0).reserve_inputs(wl.ids_per_batch)
+    return wl, CostModel(wl, topo), TorchRecCostModel(wl, topo), {t.name: t for t in ts}
+
+
+def _small_spread(tabs: dict[str, TableSpec]) -> dict:
+    return {f"s{i}": table_plan(tabs[f"s{i}"], TW, [i], "hbm") for i in range(8)}
+
+
+def _check(wl: PlanWorkload, cost: CostModel, trec: TorchRecCostModel, start: ShardingPlan,
+           got: ShardingPlan | None) -> ShardingPlan:
+    assert got is not None
+    validate_plan(got, wl, cost.topology, cost)
+    assert cost.plan_cost(got) < cost.plan_cost(start)
+    assert trec.plan_cost(got) <= trec.plan_cost(start) * (1 + 1e-12)
+    return got
+
+
+def test_a_hot_table_on_one_host_is_recut_or_moved_where_that_lowers_both_models() -> None:
+    wl, cost, trec, tabs = _case(2)
+    start = ShardingPlan(8, {"h0": table_plan(tabs["h0"], TWRW, [0, 1, 2, 3], "hbm"),
+                             "h1": table_plan(tabs["h1"], TWRW, [0, 1, 2, 3], "hbm"), **_small_spread(tabs)})
+    got = _check(wl, cost, trec, start, relayout(cost, trec, start, 1000, trec.plan_cost(start)))
+    hosts = [{r // 4 for r in got.tables[n].ranks} for n in ("h0", "h1")]
+    assert hosts[0] | hosts[1] == {0, 1}  # the two hot tables no longer load one host alone
+    assert all(got.tables[n].sharding_type in (RW, TWRW) for n in ("h0", "h1"))
+
+
+def test_a_hot_table_wise_table_is_recut_row_wise_over_all_ranks() -> None:
+    wl, cost, trec, tabs = _case(1, hosts=1)
+    start = ShardingPlan(4, {"h0": table_plan(tabs["h0"], TW, [0], "hbm"),
+                             **{f"s{i}": table_plan(tabs[f"s{i}"], TW, [i % 4], "hbm") for i in range(8)}})
+    got = _check(wl, cost, trec, start, relayout(cost, trec, start, 1000, trec.plan_cost(start)))
+    assert got.tables["h0"].sharding_type == RW and sorted(got.tables["h0"].ranks) == [0, 1, 2, 3]
+
+
+def test_relayout_keeps_a_plan_no_change_improves_and_spends_no_more_than_its_evaluations() -> None:
+    wl, cost, trec, tabs = _case(2)
+    balanced = ShardingPlan(8, {"h0": table_plan(tabs["h0"], RW, list(range(8)), "hbm"),
+                                "h1": table_plan(tabs["h1"], RW, list(range(8)), "hbm"), **_small_spread(tabs)})
+    before = cost.plan_cost(balanced)
+    got = relayout(cost, trec, balanced, 1000, trec.plan_cost(balanced))
+    assert got is None or cost.plan_cost(got) < before
+    unbalanced = ShardingPlan(8, {**balanced.tables, "h0": table_plan(tabs["h0"], TWRW, [0, 1, 2, 3], "hbm"),
+                                  "h1": table_plan(tabs["h1"], TWRW, [0, 1, 2, 3], "hbm")})
+    assert relayout(cost, trec, unbalanced, 0, trec.plan_cost(unbalanced)) is None  # no evaluation: no change
+
+
+def test_a_change_that_raises_torchrecs_rating_above_the_cap_is_not_taken() -> None:
+    wl, cost, trec, tabs = _case(2)
+    start = ShardingPlan(8, {"h0": table_plan(tabs["h0"], TWRW, [0, 1, 2, 3], "hbm"),
+                             "h1": table_plan(tabs["h1"], TWRW, [0, 1, 2, 3], "hbm"), **_small_spread(tabs)})
+    free = relayout(cost, trec, start, 1000, float("inf"))
+    assert free is not None
+    cap = trec.plan_cost(free) * (1 - 1e-6)  # the uncapped result is out of reach
+    got = relayout(cost, trec, start, 1000, cap)
+    assert got is None or trec.plan_cost(got) <= cap

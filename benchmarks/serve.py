@@ -275,7 +275,7 @@ def _search(cfg: ServeAppConfig, spec, setup) -> int:
           + "; confirmed settings: " + "; ".join(
               f"{k} " + ", ".join(f"{t['setting']} {t['best_qps']:.1f} → " + (
                   (f"{t['confirmed_qps']:.1f}" if t["confirmed_qps"] else "none held") if t["confirm_runs"]
-                  else "not confirmed (cannot win)") for t in v)
+                  else "not confirmed (search best ≤ its kind's confirmed figure)") for t in v)
               for k, v in tried.items() if v)
           + (f"; lower bounds only (no INVALID above): {summary['unbracketed']}" if summary["unbracketed"] else "")
           + (f"; {len(summary['probed_only'])} candidate(s) of ours VALID at the probe but not bisected "

@@ -243,7 +243,7 @@ def confirm_top(run: Callable[..., dict], results: list[SearchResult], cfg: Sear
                                                              dict[str, SearchResult | None]]:
     """Confirm each kind's top settings (`top_settings`, cfg.confirm_top of static and of ours) in the order naive,
     static, ours, best first; return them and each kind's best confirmed one (`best_confirmed`). A runner-up whose
-    best VALID QPS is not above what its kind already confirmed (for ours: or static) is skipped: it cannot win.
+    best VALID QPS is not above what its kind already confirmed (for ours: or static) is skipped.
     With `confirm_above` a figure may exceed its best VALID run, so the skip is then the search's ranking, not a
     proof (the runner-up would have to hold above its own best 3 s run, where its search failed).
     A setting with no INVALID run above its best first gets `extend_bracket`.

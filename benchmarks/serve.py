@@ -247,6 +247,7 @@ def _search(cfg: ServeAppConfig, spec, setup) -> int:
                "confirm_runs": sum(r.confirm_runs for r in results),
                "confirm_duration_ms": sc.confirm_duration_ms or s.loadgen.min_duration_ms,
                "confirm_bisect_steps": sc.confirm_bisect_steps, "confirm_top": sc.confirm_top,
+               "confirm_above": sc.confirm_above,
                "runner_up_runs": extra,
                **{f"{k}_confirmed_settings": v for k, v in tried.items()},
                "disturbed_runs": disturbed, "disturbed_kept": kept_disturbed, "others_cpu_max": sc.others_cpu_max,
@@ -257,6 +258,7 @@ def _search(cfg: ServeAppConfig, spec, setup) -> int:
                **{f"{k}_confirm_trail": [list(t) for t in picks[k].confirm_trail] if picks[k] else [] for k in picks},
                **{f"{k}_bounded_above": bool(picks[k] and picks[k].bracketed) for k in picks},
                **{f"{k}_confirm_disturbed": bool(picks[k] and picks[k].confirm_disturbed) for k in picks},
+               **{f"{k}_confirm_unbounded": bool(picks[k] and picks[k].confirm_unbounded) for k in picks},
                "loadavg": list(la),
                "probed_only": [r.setting.label for r in results if r.setting.kind == "ours" and r.runs == 1
                                and r.best_qps > 0],
@@ -273,7 +275,7 @@ def _search(cfg: ServeAppConfig, spec, setup) -> int:
           + "; confirmed settings: " + "; ".join(
               f"{k} " + ", ".join(f"{t['setting']} {t['best_qps']:.1f} → " + (
                   (f"{t['confirmed_qps']:.1f}" if t["confirmed_qps"] else "none held") if t["confirm_runs"]
-                  else "not confirmed (cannot win)") for t in v)
+                  else "not confirmed (search best ≤ its kind's confirmed figure)") for t in v)
               for k, v in tried.items() if v)
           + (f"; lower bounds only (no INVALID above): {summary['unbracketed']}" if summary["unbracketed"] else "")
           + (f"; {len(summary['probed_only'])} candidate(s) of ours VALID at the probe but not bisected "
@@ -294,7 +296,8 @@ def _search(cfg: ServeAppConfig, spec, setup) -> int:
     print(f"plot: {png}")
     summary["plot"] = str(png)
     how = (f"the best confirmed of the kind's top {sc.confirm_top} setting(s) by search QPS (naive: 1): from the "
-           f"highest target QPS LoadGen called VALID, down the ladder {list(sc.confirm_ladder)} of it to "
+           f"highest target QPS LoadGen called VALID, down the ladder {list(sc.confirm_ladder)} of it "
+           + ("(up its mirror when that level held) " if sc.confirm_above else "") + "to "
            f"a level whose {sc.confirm_repeats} repeats of ≥ {summary['confirm_duration_ms']} ms were all VALID "
            f"with the level above failed, then {sc.confirm_bisect_steps} bisection step(s) between the two; "
            f"{total} LoadGen runs in all; load average {la[0]:.2f}")

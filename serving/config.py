@@ -118,6 +118,11 @@ class SearchConfig:
     confirm_bisect_steps: int = 2
     """then bisect this many times between the level that held and the failed one above it (each midpoint by the
     same repeats rule; ≤ steps × confirm_repeats more runs), so a figure is not up to one ladder step low"""
+    confirm_above: bool = True
+    """when a setting's top level (its best VALID search QPS) holds, walk up the mirrored ladder (best / 0.95,
+    best / 0.9, …) while levels hold, then bisect below the first that fails: the figure is then bounded by a
+    failed confirmation above it, not capped at the search's best 3 s run (≤ (len(ladder) - 1 +
+    confirm_bisect_steps) × confirm_repeats more runs; the same rule for naive, static and ours)"""
     confirm_top: int = 2
     """confirm this many of static's and of ours' settings (best search QPS first; naive has one) and report each
     kind's best confirmed one: the 3 s runs that rank them over-state what holds for 10 s by different factors"""

@@ -17,7 +17,9 @@ Runs: naive and each static B cost ≤ bracket_runs + steps; each candidate one 
 if no INVALID run lies above a setting's best VALID QPS, `extend_bracket` (≤ bracket_runs + steps); and `confirm`:
 repeats at its best VALID QPS, backing off down a fixed ladder of fractions of it until a level repeats VALID,
 then bisecting between the held level and the failed one above it (≤ (len(ladder) + confirm_bisect_steps)
-× confirm_repeats). Each kind reports its best confirmed setting. Every run is counted.
+× confirm_repeats); where the top level holds (`confirm_above`), walking up the mirrored ladder until a level
+fails and bisecting below it (≤ (len(ladder) - 1 + confirm_bisect_steps) × confirm_repeats more). Each kind
+reports its best confirmed setting. Every run is counted.
 """
 from __future__ import annotations
 
@@ -62,6 +64,8 @@ class SearchResult:
     confirm_disturbed: bool = False
     """confirmation stopped at a run that other processes disturbed (the caller's reruns spent): the figure is
     what held before it (0 on the ladder), not a verdict on the server"""
+    confirm_unbounded: bool = False
+    """confirmation walked up from the top level (`above`) and every level held: the figure is a lower bound"""
 
     @property
     def runs(self) -> int:
@@ -113,7 +117,8 @@ def bisect_qps(run: Callable[[float], dict], start: float, steps: int, bracket_r
 
 
 def confirm(run: Callable[[float, int], dict], result: SearchResult, repeats: int,
-            ladder: tuple[float, ...] | list[float] = CONFIRM_LADDER, bisect_steps: int = 0) -> SearchResult:
+            ladder: tuple[float, ...] | list[float] = CONFIRM_LADDER, bisect_steps: int = 0,
+            above: bool = False) -> SearchResult:
     """Confirm the setting's highest VALID QPS (`best_qps`) by `repeats` runs that are all VALID; when one fails,
     back off down a fixed ladder of fractions of it (1.0, 0.95, 0.9, 0.8, … by default) until a level holds. Then,
     when a level above the held one failed, bisect between the two `bisect_steps` times (each midpoint held or
@@ -125,7 +130,13 @@ def confirm(run: Callable[[float, int], dict], result: SearchResult, repeats: in
     says why. Worst case (len(ladder) + bisect_steps) × repeats runs, all counted; each
     level tried is kept in `result.confirm_trail` as (qps, VALID repeats, runs). The level above the confirmed
     one (it failed its repeats) or, at the top level, the search's INVALID run above `best_qps` makes the
-    confirmed figure a measured bound, not only a lower one."""
+    confirmed figure a measured bound, not only a lower one.
+
+    `above`: when the top level holds, the figure may lie above the search's best (the 3 s run that failed above
+    it is one noisy run), so walk up the mirrored ladder (best_qps / f for the ladder's fractions below 1: 1/0.95,
+    1/0.9, …) while levels hold, then bisect between the last held level and the failed one the same way. At most
+    (len(ladder) - 1 + bisect_steps) × repeats more runs; if every level up holds, the figure is the highest one
+    and only a lower bound (`confirm_unbounded`)."""
     top = result.best_qps
     if top <= 0:
         return result
@@ -152,8 +163,20 @@ def confirm(run: Callable[[float, int], dict], result: SearchResult, repeats: in
         if result.confirm_disturbed:
             return result
         failed = q
-    if result.confirmed_qps <= 0 or failed is None:
+    if result.confirmed_qps <= 0:
         return result
+    if failed is None:  # the top level held
+        if not above:
+            return result
+        for f in [f for f in ladder if f < 1.0]:
+            q = top / f
+            if not holds(q):
+                failed = q
+                break
+            result.confirmed_qps, result.confirmed_fraction = q, q / top
+        if failed is None or result.confirm_disturbed:
+            result.confirm_unbounded = failed is None
+            return result
     lo, hi = result.confirmed_qps, failed
     for _ in range(bisect_steps):
         if result.confirm_disturbed:
@@ -187,6 +210,8 @@ def confirm_story(result: SearchResult, repeats: int) -> str:
         end = "none confirmed"
     if result.confirm_disturbed:
         end += "; stopped at a run disturbed by other processes"
+    if result.confirm_unbounded:
+        end += "; every level above held (a lower bound)"
     return f"{result.setting.label}: {steps} → {end}; {result.confirm_runs} confirmation runs"
 
 
@@ -218,14 +243,16 @@ def confirm_top(run: Callable[..., dict], results: list[SearchResult], cfg: Sear
                                                              dict[str, SearchResult | None]]:
     """Confirm each kind's top settings (`top_settings`, cfg.confirm_top of static and of ours) in the order naive,
     static, ours, best first; return them and each kind's best confirmed one (`best_confirmed`). A runner-up whose
-    best VALID QPS is not above what its kind already confirmed (for ours: or static) is skipped: it cannot win.
+    best VALID QPS is not above what its kind already confirmed (for ours: or static) is skipped.
+    With `confirm_above` a figure may exceed its best VALID run, so the skip is then the search's ranking, not a
+    proof (the runner-up would have to hold above its own best 3 s run, where its search failed).
     A setting with no INVALID run above its best first gets `extend_bracket`.
     `run(setting, qps)` is a search run, `run(setting, qps, k)` a confirmation repeat; the caller counts every run."""
     tops = top_settings(results, cfg.confirm_top)
     held = {"naive": 0.0, "static": 0.0, "ours": 0.0}
     for kind, rs in tops.items():
         for i, r in enumerate(rs):
-            if i > 0 and r.best_qps <= held[kind]:  # a figure never exceeds its best VALID run: it cannot win
+            if i > 0 and r.best_qps <= held[kind]:  # it would have to hold above its own best VALID run
                 log(f"not confirming {kind}: {r.setting.label}, best VALID {r.best_qps:.1f} QPS ≤ {held[kind]:.1f} "
                     "already confirmed")
                 continue
@@ -235,10 +262,11 @@ def confirm_top(run: Callable[..., dict], results: list[SearchResult], cfg: Sear
                     f"{r.best_qps:.1f} QPS, {'bracketed' if r.bracketed else 'still no INVALID above'} "
                     f"({r.runs} runs)")
             log(f"confirming {kind}: {r.setting.label} from its best VALID {r.best_qps:.1f} QPS, "
-                f"{cfg.confirm_repeats} repeats per level, ladder {list(cfg.confirm_ladder)} from the top, "
-                f"then {cfg.confirm_bisect_steps} bisection step(s) below the failed level")
+                f"{cfg.confirm_repeats} repeats per level, ladder {list(cfg.confirm_ladder)} from the top"
+                + (" (up its mirror if the top holds)" if cfg.confirm_above else "")
+                + f", then {cfg.confirm_bisect_steps} bisection step(s) below the failed level")
             confirm(lambda q, k, st=r.setting: run(st, q, k), r, cfg.confirm_repeats, tuple(cfg.confirm_ladder),
-                    cfg.confirm_bisect_steps)
+                    cfg.confirm_bisect_steps, above=cfg.confirm_above)
             log(f"confirm {kind}: " + confirm_story(r, cfg.confirm_repeats))
             held[kind] = max(held[kind], r.confirmed_qps, held["static"] if kind == "ours" else 0.0)
     return tops, best_confirmed(tops)

@@ -374,6 +374,45 @@ def test_confirm_bisects_nothing_when_the_top_level_holds_or_no_level_holds():
     assert r2.confirmed_qps == 0.0 and r2.confirm_runs == 2
 
 
+def test_confirm_above_walks_up_the_mirrored_ladder_from_a_top_that_holds_then_bisects_below_the_failed_level():
+    from serving.search import confirm
+
+    r, runs = _found(100.0), []
+
+    def run(q, k):  # the 10 s runs hold up to 115 QPS, above the search's best of 100
+        runs.append(q)
+        return {"verdict": "VALID" if q <= 115 else "INVALID"}
+
+    confirm(run, r, repeats=2, ladder=(1.0, 0.9, 0.8), bisect_steps=2, above=True)
+    # 100 holds, 100/0.9 = 111.1 holds, 100/0.8 = 125 fails; bisect: 118.06 fails, 114.58 holds
+    assert runs == pytest.approx([100.0, 100.0, 111.111, 111.111, 125.0, 118.056, 114.583, 114.583], rel=1e-4)
+    assert r.confirmed_qps == pytest.approx(114.583, rel=1e-4) and r.confirmed_fraction > 1
+    assert r.confirm_runs == 8 and not r.confirm_unbounded
+    assert all(q <= 115 for q, ok, _ in r.confirm_trail if ok == 2)
+
+
+def test_confirm_above_is_a_lower_bound_when_every_level_up_holds_and_runs_nothing_above_when_the_top_fails():
+    from serving.search import confirm
+
+    r = _found(100.0)
+    confirm(lambda q, k: {"verdict": "VALID"}, r, repeats=2, ladder=(1.0, 0.9, 0.5), bisect_steps=3, above=True)
+    assert r.confirmed_qps == pytest.approx(200.0) and r.confirm_unbounded
+    assert r.confirm_runs == 3 * 2  # top, 1/0.9, 1/0.5: (len(ladder) - 1) levels up, no bisection without a failure
+    r2, runs = _found(100.0), []
+    confirm(lambda q, k: runs.append(q) or {"verdict": "VALID" if q <= 85 else "INVALID"}, r2, repeats=2,
+            ladder=(1.0, 0.9, 0.8), above=True)
+    assert max(runs) == 100.0 and r2.confirmed_qps == pytest.approx(80.0) and not r2.confirm_unbounded
+
+
+def test_confirm_above_stops_at_a_disturbed_run_on_the_way_up_keeping_the_level_that_held():
+    from serving.search import confirm
+
+    r = _found(100.0)
+    points = iter([{"verdict": "VALID"}, {"verdict": "VALID"}, {"verdict": "INVALID", "disturbed": True}])
+    confirm(lambda q, k: next(points), r, repeats=2, ladder=(1.0, 0.9), bisect_steps=2, above=True)
+    assert r.confirm_disturbed and r.confirmed_qps == 100.0 and r.confirm_runs == 3 and not r.confirm_unbounded
+
+
 def test_confirm_stops_at_a_disturbed_run_instead_of_walking_down_the_ladder_on_it():
     from serving.search import confirm
 
@@ -456,9 +495,29 @@ def test_confirm_top_skips_a_runner_up_whose_best_run_cannot_beat_what_its_kind_
         calls.append(st.label)
         return {"verdict": "VALID"}
 
-    tops, best = confirm_top(run, results, SearchConfig(confirm_top=2), log=lambda m: None)
+    tops, best = confirm_top(run, results, SearchConfig(confirm_top=2, confirm_above=False), log=lambda m: None)
     assert "static 29" not in calls and "ours 29.5" not in calls and len(calls) == 3 * 2
     assert best["static"].setting.label == "static 30" and best["ours"].setting.label == "ours 40"
+
+
+def test_confirm_top_walks_every_kind_above_its_search_best_alike_when_confirm_above_is_on():
+    from serving.config import SearchConfig
+    from serving.search import confirm_top
+
+    caps = {"naive 10": 12.0, "static 30": 33.0, "ours 40": 50.0}  # each holds above its 3 s best for 10 s
+    results = [_capped("naive", 10.0), _capped("static", 30.0), _capped("ours", 40.0)]
+
+    def run(st, q, k=None):
+        return {"verdict": "VALID" if q <= caps[st.label] else "INVALID"}
+
+    cfg = SearchConfig(confirm_top=1, confirm_repeats=2, confirm_bisect_steps=2)
+    _, best = confirm_top(run, results, cfg, log=lambda m: None)
+    for kind in ("naive", "static", "ours"):
+        r = best[kind]
+        assert r.best_qps < r.confirmed_qps <= caps[r.setting.label] and not r.confirm_unbounded
+    off = [_capped("naive", 10.0), _capped("static", 30.0), _capped("ours", 40.0)]
+    _, best = confirm_top(run, off, SearchConfig(confirm_top=1, confirm_above=False), log=lambda m: None)
+    assert [best[k].confirmed_qps for k in ("naive", "static", "ours")] == [10.0, 30.0, 40.0]
 
 
 def test_best_confirmed_lets_ours_fall_back_to_a_static_setting_that_held_higher():

@@ -8,19 +8,24 @@ from dataclasses import replace
 import pytest
 
 from benchmarks import calibrate
-from tests.distributed.test_calibration import LLC
-from tests.distributed.test_calibration import _grid as grid
 
+LLC = 32 * 2**20
 JUMP, BW = 2e-3, 5e8  # made up: each collective stage of a larger plan = 2 ms + its bytes / 0.5 GB/s; tiny: 0.1 ms
 
 
 def _grid() -> list[dict]:
-    """The lookup grid with made-up times (2 ns an id, 100 GB/s near the core, 30 µs a call)."""
-    pts = grid()
-    for p in pts:
-        ids, near, _ = calibrate.lookup_terms(p, LLC)
-        t = 30e-6 + ids * 2e-9 + near / 100e9
-        p.update(fwd_s=t, train_s=2 * t, bytes=near)
+    pts = []
+    for dim in calibrate.DIMS:
+        for mult in calibrate.LLC_MULTIPLES:
+            rows = calibrate.lookup_rows(dim, mult, LLC, None)
+            for access in calibrate.ACCESS:
+                for batch in calibrate.BATCHES:
+                    p = {"dim": dim, "rows": rows, "table_bytes": rows * dim * 4, "access": access, "batch": batch,
+                         "ids": batch * 16.0}
+                    ids, near, _ = calibrate.lookup_terms(p, LLC)
+                    t = 30e-6 + ids * 2e-9 + near / 100e9
+                    p.update(fwd_s=t, train_s=2 * t, bytes=near)
+                    pts.append(p)
     return pts
 
 

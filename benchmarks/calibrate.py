@@ -36,11 +36,6 @@ Runs as a job of N local ranks (gloo/CPU), every rank measuring at once as ranks
                      included) / (its time −
                      the tiny plan's) -> `Topology.stage_bandwidth`. TorchRec's stages get far less per byte than
                      bare gloo calls or a lone TBE (KJT permutes and bucketizing, both ranks' kernels at once).
-                     Collective stages (input_dist, output_dist, output_dist_bwd) of the types that have them
-                     are measured at a second larger size ("X:mid", half the batch): their bandwidth is the slope
-                     between mid and big, and the type's fixed part of the stage the line's intercept − base
-                     (`collective_intercepts`): from tiny to larger plans these stages jump by more than their
-                     bytes explain, and a tiny → big line priced that jump per byte.
                      Tiny and larger plans of a round run back to back; medians over steps.
   step overhead      per tiny plan and rank, its uninstrumented step median − the sum of its own stage medians,
                      mean over ranks: what a step spends outside the embedding stages (loss, the dense part's
@@ -84,7 +79,7 @@ from benchmarks.calibration_rounds import median_tree, rotated, spread_tree
 from benchmarks.errors import OneLineParser, check_output_file, one_line
 from embedding.files import umask_mode
 
-__all__ = ["main", "refit", "lookup_weights", "fit_relative", "stage_plan_bytes", "fit_bandwidth", "fit_latency_bandwidth", "stage_overheads", "stage_bandwidths", "collective_intercepts", "step_overhead",
+__all__ = ["main", "refit", "lookup_weights", "fit_relative", "stage_plan_bytes", "fit_bandwidth", "fit_latency_bandwidth", "stage_overheads", "stage_bandwidths", "step_overhead",
            "step_overhead_per_value", "pooled_values", "stacked",
            "OVERHEAD_PLANS"]
 
@@ -760,16 +755,12 @@ def write_yaml(out: str, rounds: list[dict[str, Any]], world: int, extra: dict[s
                     "lookup_weights": "per lookup stage, from lookup_model's forward and backward fits: id_bytes "
                                       f"= id_s · near_bandwidth; {DRAM_NOTE}; {UNIQUE_NOTE}",
                     "stage_overhead": "TorchRec stage medians (max over ranks) on tiny tables, bytes ≈ 0: base = "
-                                      "TW + RW − (TW+RW), type = type − base, clamped at 0; a collective "
-                                      "stage fitted at two larger sizes: the intercept of its line − base",
+                                      "TW + RW − (TW+RW), type = type − base, clamped at 0",
                     "stage_bandwidth": f"per type and stage: modelled bytes of a larger plan ({2 * world} tables "
                                        f"{BIG}, DP: dp_rows; ids and row bytes that miss the LLC weighted by "
                                        "lookup_weights) / (its stage median − the tiny plan's), both measured in "
-                                       "the same round (bytes below); collective stages of "
-                                       f"{list(MID_TYPES)}: (big's bytes − mid's) / (big's time − mid's), mid = "
-                                       f"batch {MID_BATCH} (stage_overhead then holds the line's intercept − "
-                                       "base); missing: no growth measured in most rounds, microbenchmark "
-                                       "figures used",
+                                       "the same round (bytes below); missing: no growth measured in most "
+                                       "rounds, microbenchmark figures used",
                     "optimizer_bandwidth": "1/slope of the relative least squares of TorchRec RowWiseAdagrad step "
                                            f"time = c + parameter bytes/bw on dense (rows, 64) fp32 tables "
                                            f"(c = {med['optimizer_call_s'] * 1e6:.0f} µs)"},

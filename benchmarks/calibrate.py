@@ -293,21 +293,12 @@ _TYPES = {"TW": "table_wise", "RW": "row_wise", "CW": "column_wise", "TWRW": "ta
 # the larger plan of each type: 2·W tables both ranks look up at once, bytes like the validated workloads' but
 # none of them (those run 8 tables of 200k×32, or 500k/300k×128, or the smoke mix)
 BIG = {"rows": 100_000, "dp_rows": 10_000, "dim": 64, "batch": 512, "pooling": 16}
-# a second size of the larger plan for the types with collective stages: half `BIG`'s batch (half its ids, bags and
-# pooled output). A collective stage's bandwidth is the slope between the two (`stage_bandwidths`), not from the
-# tiny plan: the step from tiny to larger plans holds a jump that does not grow with bytes (2026-12-01: the
-# TW:big step implied 78 MB/s for the ids all-to-all, bare gloo measures 1.9 GB/s; table-wise plans with 4× its
-# ids were priced 2.2–2.35× their measured collectives)
-MID_TYPES = ("TW", "RW", "CW", "TWRW")
-MID_BATCH = BIG["batch"] // 2
-COLLECTIVE_STAGES = ("input_dist", "output_dist", "output_dist_bwd")
 
 
-def _overhead_plan(kind: str, world: int, big: bool = False, stack: bool = False,
-                   mid: bool = False) -> tuple[list[str], dict]:
+def _overhead_plan(kind: str, world: int, big: bool = False, stack: bool = False) -> tuple[list[str], dict]:
     """2·W tables of one sharding type (or 2·W table-wise + 2·W row-wise tables for "TW+RW"): tiny (1000 rows,
-    dim 16, B 16, one id per bag: bytes ≈ 0) or `big` (`BIG`, uniform ids; with `mid` its batch `MID_BATCH`);
-    `stack`: every table-wise table on rank 0 (the others hold none and wait)."""
+    dim 16, B 16, one id per bag: bytes ≈ 0) or `big` (`BIG`, uniform ids); `stack`: every table-wise table on
+    rank 0 (the others hold none and wait)."""
     from benchmarks.distributed.config import compose_dist
     from embedding.workload_config import build_workload
     from sharding.layouts import table_plan
@@ -316,7 +307,7 @@ def _overhead_plan(kind: str, world: int, big: bool = False, stack: bool = False
     n = 2 * world
     kinds = ["TW"] * n + ["RW"] * n if kind == "TW+RW" else [kind] * n
     rows = (BIG["dp_rows"] if kind == "DP" else BIG["rows"]) if big else 1000
-    dim, batch, pool = (BIG["dim"], MID_BATCH if mid else BIG["batch"], BIG["pooling"]) if big else (16, 16, 1)
+    dim, batch, pool = (BIG["dim"], BIG["batch"], BIG["pooling"]) if big else (16, 16, 1)
     overrides = ["workload=smoke", f"workload.rows=[{','.join([str(rows)] * len(kinds))}]", f"workload.dim={dim}",
                  f"workload.batch_size={batch}", "workload.pooling.kind=fixed", f"workload.pooling.mean={pool}",
                  "workload.access.kind=uniform"]
@@ -326,13 +317,12 @@ def _overhead_plan(kind: str, world: int, big: bool = False, stack: bool = False
         st = ShardingType(_TYPES[k])
         where = [0 if stack else i % world] if st == ShardingType.TABLE_WISE else [(i + j) % world for j in ranks]
         tables[t.name] = table_plan(t, st, where, "ddr")
-    name = f"calibrate_{kind}" + (("_mid" if mid else "_big") if big else "") + ("_stack" if stack else "")
+    name = f"calibrate_{kind}" + ("_big" if big else "") + ("_stack" if stack else "")
     return overrides, ShardingPlan(world, tables, optimizer=name).to_dict()
 
 
 def _stage_times(world: int, repeats: int, shift: int = 0) -> dict[str, Any]:
-    """One round of the TorchRec stage plans ("TW", …, "TW+RW", "TW:big", …, "TW:mid", …, "TW:stack"), in an
-    order rotated by
+    """One round of the TorchRec stage plans ("TW", …, "TW+RW", "TW:big", …, "TW:stack"), in an order rotated by
     `shift`:
     {"torchrec_stages_s": per plan and stage the median over steps (max over ranks, as every rank waits for the
     slowest), "torchrec_step_s": the uninstrumented step median (max over ranks), "torchrec_gap_s": the mean over
@@ -343,15 +333,14 @@ def _stage_times(world: int, repeats: int, shift: int = 0) -> dict[str, Any]:
     from benchmarks.distributed.case import resolve_case
     from benchmarks.distributed.worker import run_case
 
-    plans = ([(k, "tiny") for k in OVERHEAD_PLANS] + [(k, "big") for k in _TYPES] + [(k, "mid") for k in MID_TYPES]
-             + [("TW", "stack")])
+    plans = [(k, False, False) for k in OVERHEAD_PLANS] + [(k, True, False) for k in _TYPES] + [("TW", True, True)]
     times: dict[str, dict[str, float]] = {}
     steps: dict[str, float] = {}
     gaps: dict[str, float] = {}
     for i in rotated([str(i) for i in range(len(plans))], shift):
-        kind, size = plans[int(i)]
-        key = kind if size == "tiny" else f"{kind}:{size}"
-        overrides, plan = _overhead_plan(kind, world, size != "tiny", size == "stack", size == "mid")
+        kind, big, stack = plans[int(i)]
+        key = f"{kind}:stack" if stack else (f"{kind}:big" if big else kind)
+        overrides, plan = _overhead_plan(kind, world, big, stack)
         case = resolve_case(key, [*overrides, f"dist.repeats={repeats}"], plan, world)
         res = run_case(case, torch.device("cpu"), tempfile.gettempdir())
         gathered: list[Any] = [None] * world
@@ -367,9 +356,8 @@ def _stage_times(world: int, repeats: int, shift: int = 0) -> dict[str, Any]:
 
 def stage_plan_bytes(world: int, llc_bytes: float, weights: dict[str, dict[str, float]],
                      ) -> dict[str, dict[str, float]]:
-    """Per larger calibration plan ("TW:big", …, "TW:mid", …): the cost model's bytes of each stage
-    (`CostModel.stage_seconds` with every bandwidth 1), ids and row bytes that miss the LLC weighted as the model
-    weights them."""
+    """Per larger calibration plan ("TW:big", …): the cost model's bytes of each stage (`CostModel.stage_seconds`
+    with every bandwidth 1), ids and row bytes that miss the LLC weighted as the model weights them."""
     from benchmarks.distributed.config import compose_dist
     from embedding.workload_config import build_workload
     from sharding.cost import CostModel
@@ -379,13 +367,13 @@ def stage_plan_bytes(world: int, llc_bytes: float, weights: dict[str, dict[str, 
 
     unit = {g: {s: 1.0 for s in STAGE_KEYS} for g in _TYPES}
     out = {}
-    for kind, size in [(k, "big") for k in _TYPES] + [(k, "mid") for k in MID_TYPES]:
-        overrides, plan = _overhead_plan(kind, world, big=True, mid=size == "mid")
+    for kind in _TYPES:
+        overrides, plan = _overhead_plan(kind, world, big=True)
         cfg = compose_dist(overrides)
         spec = replace(build_workload(cfg.workload), mode="train")
         topo = replace(load_topology(cfg.dist.hardware, ranks=world), stage_bandwidth=unit,
                        bwd_compute_multiplier=0.0, llc_bytes=float(llc_bytes), lookup_weights=weights)
-        out[f"{kind}:{size}"] = CostModel(PlanWorkload.from_spec(spec), topo).stage_seconds(
+        out[f"{kind}:big"] = CostModel(PlanWorkload.from_spec(spec), topo).stage_seconds(
             ShardingPlan.from_dict(plan)).get(kind, {})
     return out
 
@@ -455,41 +443,17 @@ def stage_overheads(times: dict[str, dict[str, float]]) -> dict[str, dict[str, f
 def stage_bandwidths(times: dict[str, dict[str, float]], nbytes: dict[str, dict[str, float]],
                      ) -> dict[str, dict[str, float]]:
     """Per type and stage, bytes/s of the byte-proportional part: (modelled bytes of the larger plan − tiny
-    plan's ≈ 0) / (its stage time − the tiny plan's). A collective stage of a type measured at two larger sizes
-    ("X:mid" and "X:big"): (big's bytes − mid's) / (big's time − mid's), the slope where real plans are
-    (`collective_intercepts` moves its fixed part to match). Stages with no bytes or no measured growth are left
-    out (the model then uses the microbenchmarks' figures)."""
+    plan's ≈ 0) / (its stage time − the tiny plan's). Stages with no bytes or no measured growth are left out
+    (the model then uses the microbenchmarks' figures)."""
     out: dict[str, dict[str, float]] = {}
     for kind in _TYPES:
-        big, tiny, mid = times.get(f"{kind}:big"), times.get(kind), times.get(f"{kind}:mid")
+        big, tiny = times.get(f"{kind}:big"), times.get(kind)
         if big is None or tiny is None:
             continue
         for stage, b in nbytes.get(f"{kind}:big", {}).items():
-            two = mid is not None and stage in COLLECTIVE_STAGES and f"{kind}:mid" in nbytes
-            db = b - nbytes[f"{kind}:mid"].get(stage, 0.0) if two else b
-            dt = big[stage] - (mid[stage] if two else tiny[stage])  # type: ignore[index]
-            if db > 0 and dt > 0:
-                out.setdefault(kind, {})[stage] = float(db / dt)
-    return out
-
-
-def collective_intercepts(times: dict[str, dict[str, float]], nbytes: dict[str, dict[str, float]],
-                          bandwidth: dict[str, dict[str, float]], overhead: dict[str, dict[str, float]],
-                          ) -> dict[str, dict[str, float]]:
-    """`overhead` (`stage_overheads`) with each two-size collective stage's type part set so that base + type
-    part + bytes / `bandwidth` passes through the mid plan: the line's intercept − base, at least 0 (no
-    growth between the sizes, bandwidth left out: their mean time). Types or stages measured at one larger size
-    keep the tiny plan's fixed part."""
-    out = {k: dict(v) for k, v in overhead.items()}
-    for kind in MID_TYPES:
-        big, mid = times.get(f"{kind}:big"), times.get(f"{kind}:mid")
-        if big is None or mid is None or f"{kind}:mid" not in nbytes or kind not in out:
-            continue
-        for stage in COLLECTIVE_STAGES:
-            bw = bandwidth.get(kind, {}).get(stage)
-            at_zero = (mid[stage] - nbytes[f"{kind}:mid"].get(stage, 0.0) / bw if bw
-                       else (mid[stage] + big[stage]) / 2)
-            out[kind][stage] = max(0.0, at_zero - out["base"].get(stage, 0.0))
+            dt = big[stage] - tiny[stage]
+            if b > 0 and dt > 0:
+                out.setdefault(kind, {})[stage] = float(b / dt)
     return out
 
 
@@ -621,17 +585,12 @@ def fit_rounds(rounds: list[dict[str, Any]], world: int, llc: int) -> dict[str, 
     infinitely fast there, and is left out (microbenchmark figures used) when that is the median."""
     fits = [fit_round(m, llc, world) for m in rounds]
     med = median_tree(fits)
+    ov = med["stage_overhead"]  # what the model will use: the per-stage medians' sum, not the median of the sums
+    med["fixed_tw_s"] = sum(ov["base"].values()) + sum(ov["TW"].values())
     stage_bytes = stage_plan_bytes(world, llc, med["lookup_weights"])
     for f, m in zip(fits, rounds, strict=True):
         f["stage_bandwidth"] = stage_bandwidths(m["torchrec_stages_s"], stage_bytes)
-        f["stage_overhead"] = collective_intercepts(m["torchrec_stages_s"], stage_bytes, f["stage_bandwidth"],
-                                                    f["stage_overhead"])
-        ov = f["stage_overhead"]
-        f["fixed_tw_s"] = sum(ov["base"].values()) + sum(ov["TW"].values())
     med["stage_bandwidth"] = median_tree([f["stage_bandwidth"] for f in fits], missing=float("inf"))
-    med["stage_overhead"] = median_tree([f["stage_overhead"] for f in fits])
-    ov = med["stage_overhead"]  # what the model will use: the per-stage medians' sum, not the median of the sums
-    med["fixed_tw_s"] = sum(ov["base"].values()) + sum(ov["TW"].values())
     return {"median": med, "rounds": fits, "spread": spread_tree(fits), "stage_bytes": stage_bytes}
 
 

@@ -51,7 +51,6 @@ def test_calibration_writes_a_config_that_loads(tmp_path) -> None:
     assert data["lookup_model"]["forward"]["near_bandwidth"] > 0 and data["lookup_model"]["colocated_slowdown"] > 0
     assert set(data["fit_residuals"]) >= {"dense optimizer", "gloo all_to_all"}
     assert data["calibration"]["phase_s"]["torchrec_stages"] > 0
-    assert {"TW:mid", "RW:mid", "CW:mid", "TWRW:mid"} <= set(data["calibration"]["rounds"][0]["torchrec_stages_s"])
     topo = load_topology(out)
     assert topo.device == "cpu" and topo.world_size == 2
     assert topo.fast.bandwidth > 0 and topo.intra_host.bandwidth > 0 and topo.intra_host.latency >= 0

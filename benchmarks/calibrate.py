@@ -466,9 +466,10 @@ def _rank_main(args: argparse.Namespace) -> int:
     import torch
     import torch.distributed as dist
 
-    from benchmarks.perfmodel.machine import fingerprint, llc_bytes, loadavg
+    from benchmarks.perfmodel.machine import fingerprint, llc_bytes, loadavg, usable_cores
 
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
+    # the cores this process may use (a container's CPU set, `taskset`), not the machine's
+    torch.set_num_threads(max(1, usable_cores() // int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
     dist.init_process_group("gloo", timeout=timedelta(seconds=args.timeout))
     try:
         rank, world = dist.get_rank(), dist.get_world_size()

@@ -20,6 +20,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 
+from benchmarks.perfmodel.machine import usable_cores
 from benchmarks.records import append_records, new_run_id
 from embedding.generate import WorkloadGenerator
 
@@ -179,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     if cfg.dist.world_size and cfg.dist.world_size != world:
         raise ValueError(f"dist.world_size={cfg.dist.world_size} but the launcher started {world} ranks")
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
-    torch.set_num_threads(cfg.dist.threads or max(1, (os.cpu_count() or 1) // local_world))
+    torch.set_num_threads(cfg.dist.threads or max(1, usable_cores() // local_world))  # affinity, not the machine
     device = _device(cfg)
     # under the local launcher its watchdog ends a stuck phase after dist.timeout_s and names it; the collectives'
     # own timeout is then only the backstop (under torchrun it is the limit)

@@ -2,6 +2,10 @@
 are relative, and a calibration used on another machine (CPU, cores, bandwidth probe) is warned about."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import yaml
@@ -89,6 +93,20 @@ def test_fingerprint_names_the_machine() -> None:
     fp = fingerprint(probe_s=0.05)
     assert fp["cores"] >= 1 and fp["copy_bandwidth"] > 0 and fp["cpu_model"] and len(fp["loadavg"]) == 3
     assert llc_bytes() > 0 and np.isfinite(fp["memory_bytes"])
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 usable cores to take one away")
+def test_a_process_limited_to_one_core_fingerprints_as_one_core_and_a_two_core_calibration_is_warned(tmp_path):
+    """`taskset -c 0`, or a container's CPU set: the cores are the process's affinity, not `os.cpu_count`."""
+    f = tmp_path / "hw.yaml"
+    f.write_text(yaml.safe_dump({"device": "cpu", "calibration": {},
+                                 "machine": dict(fingerprint(probe_s=0.05), cores=len(os.sched_getaffinity(0)))}))
+    code = ("import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+            "from benchmarks.perfmodel.machine import check_hardware_file, usable_cores; "
+            f"print(usable_cores(), os.cpu_count()); print(*check_hardware_file({str(f)!r}), sep='\\n')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[0] == f"1 {os.cpu_count()}"
+    assert any(f"cores {len(os.sched_getaffinity(0))}" in line and "has 1" in line for line in out[1:])
 
 
 def _stored_calibration(path) -> None:

@@ -6,7 +6,7 @@ relaxation strengthened by `sharding.bound_cut` (groups present or absent, the h
 
 The relaxation follows `CostModel._assemble`: step = base + Σ_g fixed_g·[group g present] + Σ_k max_r L[k, r],
 k running over the forward, backward and optimizer work and each collective (group, pass, op). Every table j picks
-one option o (TW, CW(k), RW, TWRW, DP, all in the fast tier); T_jo[k] is what its shards put on resource k in all
+one option o (TW, CW(k), RW, TWRW, DP, each part in its cheapest tier: `_cheapest_tiers`); T_jo[k] is what its shards put on resource k in all
 and P_jo[k] the largest single shard's share of it. For any plan, with x_jo = 1 for its choices and p_g = 1 for the
 groups present:
   max_r L[k, r] ≥ (Σ_j T_jo[k] + Σ_g hold_g[k]·p_g + pen_k) / W     (the average over ranks; a group present has
@@ -22,7 +22,7 @@ lowers the LP, so the bound stays valid). HiGHS solves it in normalised units; t
 relative to cover solver tolerances.
 
 The simple bound: per-rank cost is a sum of shard costs plus non-negative latency, so the slowest rank costs at least
-  (a) the average load: Σ_j (least total work of table j over TW, DP, CW(k), TWRW, RW, all in the fast tier)
+  (a) the average load: Σ_j (least total work of table j over TW, DP, CW(k), TWRW, RW, in the cheapest tier)
       + the least extra time of the rows that cannot fit the fast tier, all over W ranks; and
   (b) the largest piece: max_j (over the same options, the least cost of the table's largest shard);
 plus, with more than one rank, the latency of the collective calls the slowest rank must take part in, plus the
@@ -82,20 +82,24 @@ class LowerBound:
 
 
 def _table_terms(cost: CostModel | TorchRecCostModel, name: str) -> tuple[float, float, float, float]:
-    """(least total work, least largest-shard cost) of a table, all in the fast tier, with data-parallel allowed
+    """(least total work, least largest-shard cost) of a table, in its cheapest tier, with data-parallel allowed
     and then without it (one pricing pass for both)."""
     t, topo = cost.tables[name], cost.topology
-    fast, w, h = topo.fast.name, topo.world_size, min(topo.ranks_per_host, topo.world_size)
-    tw = cost.shard_cost(t, TW, t.rows, t.dim, fast).total
+    w, h, tiers = topo.world_size, min(topo.ranks_per_host, topo.world_size), _cheapest_tiers(cost)
+
+    def price(st: ShardingType, rows: int, cols: int) -> float:
+        return min(cost.shard_cost(t, st, rows, cols, x).total for x in tiers)
+
+    tw = price(TW, t.rows, t.dim)
     work, piece = tw, tw
     for k in [k for k in column_splits(t.dim) if k <= w]:
-        c = cost.shard_cost(t, CW, t.rows, t.dim // k, fast).total
+        c = price(CW, t.rows, t.dim // k)
         work, piece = min(work, c * k), min(piece, c)
     for st, n in ((TWRW, h), (RW, w)):  # n = 1 too: TorchRec prices a lone RW shard below a TW one
         if n >= 1:
-            cs = [(cost.shard_cost(t, st, r, t.dim, fast).total, k) for r, k in row_sizes(t.rows, n)]
+            cs = [(price(st, r, t.dim), k) for r, k in row_sizes(t.rows, n)]
             work, piece = min(work, sum(c * k for c, k in cs)), min(piece, max(c for c, _ in cs))
-    dp = cost.shard_cost(t, DP, t.rows, t.dim, fast).total  # one rank too: a lone replica is a valid plan
+    dp = price(DP, t.rows, t.dim)  # one rank too: a lone replica is a valid plan
     work_dp, piece_dp = min(work, dp * w), min(piece, dp)
     return work_dp, piece_dp, work, piece
 
@@ -159,7 +163,7 @@ class _Relax:
 def _build(cost: CostModel, penalty: float) -> _Relax:
     """The LP of the module docstring."""
     topo, wl = cost.topology, cost.workload
-    w, fast, groups = topo.world_size, topo.fast.name, list(ShardingType)
+    w, tiers, groups = topo.world_size, _cheapest_tiers(cost), list(ShardingType)
     keys: dict[tuple, int] = {"fwd": 0, "bwd": 1, "opt": 2}  # type: ignore[dict-item]
     tots, pieces, opt_group, opt_table, kinds = [], [], [], [], []
     for j, t in enumerate(wl.tables):
@@ -167,8 +171,9 @@ def _build(cost: CostModel, penalty: float) -> _Relax:
             tot: dict[int, float] = {}
             piece: dict[int, float] = {}
             for rows, cols, n in shards:
-                c = cost.shard_cost(t, st, rows, cols, fast)
-                v = {0: c.fwd_compute, 1: c.bwd_compute, 2: c.optimizer}
+                cs = [cost.shard_cost(t, st, rows, cols, x) for x in tiers]  # each part at its least over tiers
+                v = {0: min(c.fwd_compute for c in cs), 1: min(c.bwd_compute for c in cs),
+                     2: min(c.optimizer for c in cs)}
                 for p, op, secs in cost.message_times(t, st, rows, cols):
                     k = keys.setdefault((st, p, op), len(keys))
                     v[k] = v.get(k, 0.0) + secs
@@ -289,11 +294,25 @@ def _dual_value(res, b_ub: np.ndarray, b_eq: np.ndarray, n_x: int, G: int, c: np
     return float(b_ub @ y + b_eq @ z + np.minimum(box, 0.0).sum() + (np.minimum(free, 0.0) * m_cap).sum())
 
 
-def _demotion_seconds(cost: CostModel) -> tuple[float, float]:
-    """(forward, backward) seconds added per gathered byte moved from tier 0 to tier 1, the least over sharding
-    types (with fitted stage bandwidths a tier-0 byte costs 1 / that type's lookup figure)."""
+def _cheapest_tiers(cost: CostModel | TorchRecCostModel) -> list[str]:
+    """The tiers a bound must price each shard in, taking the least: the fast tier alone where no slower tier reads
+    a byte for less, in either pass, for any sharding type; else every tier. A calibration can make the fast tier
+    the dearer one: its fitted lookup bandwidths replace the fast tier's figure, the slow tier keeps its preset's
+    (a fitted 2 GB/s under a 10 GB/s slow tier), and a bound that priced every shard in the fast tier then stood
+    above plans that keep tables in the slow tier (a world-size-1 case found by the property test)."""
+    topo = cost.topology
+    if isinstance(cost, TorchRecCostModel) or len(topo.tiers) < 2:
+        return [topo.fast.name]
+    if all(min(f) >= 0 and min(b) >= 0 for f, b in (_demotions(cost, x.bandwidth) for x in topo.tiers[1:])):
+        return [topo.fast.name]
+    return [x.name for x in topo.tiers]
+
+
+def _demotions(cost: CostModel, slow: float) -> tuple[list[float], list[float]]:
+    """Per sharding type, (forward, backward) seconds added per gathered byte read from a tier of bandwidth
+    `slow` instead of the fast tier (with fitted stage bandwidths a fast byte costs 1 / that type's figure)."""
     topo, train = cost.topology, cost.workload.train
-    fast, slow, mult = topo.tiers[0].bandwidth, topo.tiers[1].bandwidth, topo.bwd_compute_multiplier
+    fast, mult = topo.tiers[0].bandwidth, topo.bwd_compute_multiplier
     fwd, bwd = [], []
     for st in ShardingType:
         f = 1 / slow - 1 / topo.stage_bw(st.short, "lookup", fast)
@@ -301,6 +320,13 @@ def _demotion_seconds(cost: CostModel) -> tuple[float, float]:
         fwd.append(f)
         bwd.append((mult / slow - 1 / topo.stage_bw(st.short, "lookup_bwd", 1.0) if fitted else mult * f)
                    if train else 0.0)
+    return fwd, bwd
+
+
+def _demotion_seconds(cost: CostModel) -> tuple[float, float]:
+    """(forward, backward) seconds added per gathered byte moved from tier 0 to tier 1, the least over sharding
+    types (`_demotions`), at least 0."""
+    fwd, bwd = _demotions(cost, cost.topology.tiers[1].bandwidth)
     return max(min(fwd), 0.0), max(min(bwd), 0.0)
 
 

@@ -81,11 +81,12 @@ class LowerBound:
                 "step_overhead_s": self.step_overhead}
 
 
-def _table_terms(cost: CostModel | TorchRecCostModel, name: str) -> tuple[float, float, float, float]:
-    """(least total work, least largest-shard cost) of a table, in its cheapest tier, with data-parallel allowed
+def _table_terms(cost: CostModel | TorchRecCostModel, name: str, tiers: list[str],
+                 ) -> tuple[float, float, float, float]:
+    """(least total work, least largest-shard cost) of a table, in its cheapest of `tiers`, with data-parallel allowed
     and then without it (one pricing pass for both)."""
     t, topo = cost.tables[name], cost.topology
-    w, h, tiers = topo.world_size, min(topo.ranks_per_host, topo.world_size), _cheapest_tiers(cost)
+    w, h = topo.world_size, min(topo.ranks_per_host, topo.world_size)
 
     def price(st: ShardingType, rows: int, cols: int) -> float:
         return min(cost.shard_cost(t, st, rows, cols, x).total for x in tiers)
@@ -370,7 +371,8 @@ def lower_bound(cost: CostModel | TorchRecCostModel, relax: bool = True) -> Lowe
     the two cases, each with its own work terms."""
     topo, wl = cost.topology, cost.workload
     w = topo.world_size
-    all_terms = [_table_terms(cost, t.name) for t in wl.tables]
+    tiers = _cheapest_tiers(cost)  # one decision for every table
+    all_terms = [_table_terms(cost, t.name, tiers) for t in wl.tables]
     terms = [(a, b) for a, b, _, _ in all_terms]
     if isinstance(cost, TorchRecCostModel):
         return LowerBound(sum(a for a, _ in terms) / w, 0.0, max(b for _, b in terms), w, 0.0)

@@ -100,15 +100,13 @@ def validate_plan(plan: ShardingPlan, workload: PlanWorkload, topology: Topology
     cost = cost or CostModel(workload, topology)
     per_rank = [dict.fromkeys((t.name for t in topology.tiers), 0.0) for _ in range(plan.world_size)]
     for tp in plan.tables.values():
-        t, shapes = cost.tables[tp.name], {}  # a table's shards come in few shapes (replicas, equal blocks)
-        for s in tp.shards:
-            shape = (s.rows, s.cols, s.tier, s.cache_fraction)
-            mem = shapes.get(shape)
-            if mem is None:
-                mem = shapes[shape] = cost.shard_memory(t, tp.sharding_type, *shape)
-            row = per_rank[s.rank]
-            for k, v in mem.items():
-                row[k] += v
+        t = cost.tables[tp.name]
+        for shape, ranks in tp.alike().items():  # a table's shards come in few shapes (replicas, equal blocks)
+            mem = cost.shard_memory(t, tp.sharding_type, *shape)
+            for r in ranks:
+                row = per_rank[r]
+                for k, v in mem.items():
+                    row[k] += v
     for r, mem in enumerate(per_rank):
         for tier, used in mem.items():
             cap = topology.usable(tier)

@@ -69,6 +69,8 @@ def assign_tiers(cost: CostModel, fill: float = 0.92) -> dict[str, tuple[str, fl
         demand += nxt[3].get(fast, 0.0) - state[n][3].get(fast, 0.0)
         levels[n], state[n] = i, nxt
         push(n)
+    if demand <= cap_fast:  # the greedy steps overshoot: a step taken early may not be needed once later,
+        demand = _undo(cost, levels, state, demand, cap_fast)  # larger ones freed more; take back what fits
     if demand > cap_fast:
         raise PlanError(f"even with every table in {topo.tiers[1].name} the fast-tier buffers need "
                         f"{demand / fill / 1e9:.3f} GB of {fast}, more than the {cap_fast / fill / 1e9:.3f} GB usable")
@@ -79,3 +81,53 @@ def assign_tiers(cost: CostModel, fill: float = 0.92) -> dict[str, tuple[str, fl
                         f"{topo.usable(slow) * topo.world_size / 1e9:.3f} GB "
                         f"(short by {(slow_need - topo.usable(slow) * topo.world_size) / 1e9:.3f} GB)")
     return {n: (s[0], s[1]) for n, s in state.items()}
+
+
+def _undo(cost: CostModel, levels: dict[str, int], state: dict[str, tuple], demand: float, cap_fast: float,
+          ) -> float:
+    """Take back demotion steps while the fast tier still fits: each round, of the steps back up (one level)
+    that fit, the one that saves the most lookup time per byte it takes. A table whose table-wise shard fits on
+    no rank is counted here in its row-wise form over all ranks (a cached shard keeps buffers of its own on each
+    rank, so the row-wise form takes more), so the packings keep the room the greedy steps gave them (f89 of
+    `sharding.family` had no plan when the table-wise bytes were taken back). Returns the fast-tier demand."""
+    fast = cost.topology.fast.name
+    held = {n: _held(cost, n, i) for n, i in levels.items()}
+    total = sum(held.values())
+    heap: list[tuple[float, str, int]] = []
+
+    def push(n: str) -> None:  # the step of table n back up one level, by its saving per byte (largest first)
+        i = levels[n]
+        if i > 0:
+            more = _held(cost, n, i - 1) - held[n]
+            gain = (state[n][2] - _level(cost, n, i - 1)[2]) / max(more, 1.0)
+            if gain > 0:
+                heapq.heappush(heap, (-gain, n, i - 1))
+
+    for n in levels:
+        push(n)
+    while heap:  # the total only grows, so a step that does not fit now never will
+        _, n, i = heapq.heappop(heap)
+        more = _held(cost, n, i) - held[n]
+        if total + more > cap_fast:
+            continue
+        up = _level(cost, n, i)
+        demand += up[3].get(fast, 0.0) - state[n][3].get(fast, 0.0)
+        total += more
+        held[n] += more
+        levels[n], state[n] = i, up
+        push(n)
+    return demand
+
+
+def _held(cost: CostModel, name: str, i: int) -> float:
+    """Fast-tier bytes of table `name` at cache level i over all ranks: table-wise where that fits a rank,
+    else row-wise over all ranks."""
+    topo = cost.topology
+    fast = topo.fast.name
+    tw = _level(cost, name, i)[3].get(fast, 0.0)
+    if tw <= topo.usable(fast) or topo.world_size < 2:
+        return tw
+    t, w = cost.tables[name], topo.world_size
+    tier, cf = (fast, 0.0) if CACHE_LEVELS[i] >= 1 else (topo.tiers[1].name, CACHE_LEVELS[i])
+    rw = cost.shard_memory(t, ShardingType.ROW_WISE, -(-t.rows // w), t.dim, tier, cf).get(fast, 0.0)
+    return max(tw, rw * w)

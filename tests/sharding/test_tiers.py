@@ -6,9 +6,15 @@ import pytest
 
 import sharding.tiers as tiers_mod
 from embedding.spec import AccessSpec, PoolingSpec, TableSpec
-from sharding import CostModel, PlanWorkload, load_topology
+from sharding import CostModel, PlanWorkload, ShardingPlan, load_topology, validate_plan
 from sharding.family import instance
-from sharding.tiers import CACHE_LEVELS, _held, assign_tiers
+from sharding.layouts import table_plan
+from sharding.plan import ShardingType
+from sharding.tiers import CACHE_LEVELS, _held, assign_tiers, promote
+from sharding.trec_cost import TorchRecCostModel
+from tests.sharding.conftest import topology
+
+TW, RW = ShardingType.TABLE_WISE, ShardingType.ROW_WISE
 
 
 def _level(tiers: dict[str, tuple[str, float]], fast: str, name: str) -> int:
@@ -65,3 +71,60 @@ def test_the_greedy_overshoot_is_taken_back(monkeypatch) -> None:  # noqa: ANN00
     inst = instance(64)  # 87 tables × 8 ranks, memory-tight: TorchRec's plan keeps only t0 in DDR; so does ours now
     cost = CostModel(inst.workload, inst.topology.reserve_inputs(inst.workload.ids_per_batch))
     assert [n for n, (tier, _) in assign_tiers(cost).items() if tier != fast] == ["t0"]
+
+
+def _slow_case() -> tuple[PlanWorkload, CostModel, TorchRecCostModel, dict[str, TableSpec]]:
+    """Four ranks of 16 GB HBM; a hot table row-wise over all ranks and small ones table-wise, room to spare."""
+    ts = (TableSpec("hot", 4_000_000, 128, pooling=PoolingSpec("fixed", 80.0)),
+          *(TableSpec(f"s{i}", 200_000, 64, pooling=PoolingSpec("fixed", 4.0)) for i in range(4)))
+    wl = PlanWorkload(ts, 4096)
+    topo = topology(1, 4, 16.0).reserve_inputs(wl.ids_per_batch)
+    return wl, CostModel(wl, topo), TorchRecCostModel(wl, topo), {t.name: t for t in ts}
+
+
+def test_promote_moves_slow_tier_tables_up_where_a_rank_has_room_and_never_worsens_either_model() -> None:
+    wl, cost, trec, tabs = _slow_case()
+    start = ShardingPlan(4, {"hot": table_plan(tabs["hot"], RW, [0, 1, 2, 3], "ddr", 0.0),
+                             **{f"s{i}": table_plan(tabs[f"s{i}"], TW, [i], "ddr", 0.2) for i in range(4)}})
+    got = promote(cost, trec, start, 1000, trec.plan_cost(start))
+    assert got is not None
+    validate_plan(got, wl, cost.topology, cost)
+    assert cost.plan_cost(got) <= cost.plan_cost(start) * (1 + 1e-12)
+    assert trec.plan_cost(got) <= trec.plan_cost(start) * (1 + 1e-12)
+    assert cost.plan_cost(got) < cost.plan_cost(start) or trec.plan_cost(got) < trec.plan_cost(start)
+    assert got.tables["hot"].shards[0].tier == "hbm"  # 4 GB over four ranks of 16 GB: it fits whole
+    assert all(tp.sharding_type == start.tables[n].sharding_type for n, tp in got.tables.items())  # types kept
+    assert promote(cost, trec, start, 0, trec.plan_cost(start)) is None  # no evaluation: no change
+
+
+def test_promote_respects_each_ranks_fast_tier_and_the_torchrec_cap() -> None:
+    ts = (TableSpec("big", 10_000_000, 128, pooling=PoolingSpec("fixed", 20.0)),
+          TableSpec("filler", 10_000_000, 128, pooling=PoolingSpec("fixed", 1.0)))
+    wl = PlanWorkload(ts, 4096)
+    topo = topology(1, 2, 4.0).reserve_inputs(wl.ids_per_batch)  # a 5.1 GB table whole fits no rank
+    cost, trec = CostModel(wl, topo), TorchRecCostModel(wl, topo)
+    tabs = {t.name: t for t in ts}
+    start = ShardingPlan(2, {"big": table_plan(tabs["big"], TW, [0], "ddr", 0.0),
+                             "filler": table_plan(tabs["filler"], TW, [1], "ddr", 0.0)})
+    got = promote(cost, trec, start, 1000, trec.plan_cost(start))
+    if got is not None:
+        validate_plan(got, wl, cost.topology, cost)
+        assert all(tp.shards[0].tier == "ddr" for tp in got.tables.values())  # only cache levels fit
+        assert any(tp.shards[0].cache_fraction > 0 for tp in got.tables.values())
+    capped = promote(cost, trec, start, 1000, trec.plan_cost(start) * 0.5)
+    assert capped is None or trec.plan_cost(capped) <= trec.plan_cost(start) * 0.5 * (1 + 1e-12)
+
+
+def test_optimize_packs_the_greedy_tiering_too_where_taking_steps_back_changed_it() -> None:
+    from sharding import optimize
+    from sharding.optimizer import OptimizeStats
+    from sharding.tiers import tierings
+    for seed, differs in ((73, True), (2, False)):  # f73: 11 tables × 8 ranks, one table's tier taken back
+        inst = instance(seed)
+        cost = CostModel(inst.workload, inst.topology.reserve_inputs(inst.workload.ids_per_batch))
+        taken, greedy = tierings(cost)
+        assert (taken != greedy) == differs
+        stats = OptimizeStats()
+        plan = optimize(inst.workload, inst.topology, stats=stats)
+        validate_plan(plan, inst.workload, inst.topology)
+        assert any("(greedy tiers)" in c[0] for c in stats.candidates) == differs

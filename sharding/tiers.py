@@ -176,12 +176,15 @@ def promote(cost: CostModel, trec: TorchRecCostModel, plan: ShardingPlan, evals:
     placed, on the ranks' summed capacity with a margin (`fill`), so a placed plan can leave room on the ranks
     that hold a slow-tier table. Each slow-tier table (most pooled lookup volume first) is tried at every higher
     cache level up to the fast tier, on the same ranks (a table-wise table also on each other rank), every rank's
-    memory in every tier within its usable capacity (or not raised); its best change is applied when it lowers
-    our model's cost and TorchRec's rating stays at or below `t_cap`. Passes repeat until one changes nothing or
+    memory in every tier within its usable capacity (or not raised); its best change (least (ours, TorchRec's,
+    summed work)) is applied when neither rating rises, TorchRec's stays at or below `t_cap`, neither model's
+    summed work over ranks rises and something falls (one table alone rarely moves a rank maximum, so the summed
+    work counts: it is what a later rebalancing can spread). The result is no worse than `plan` on either
+    model. Passes repeat until one changes nothing or
     `evals` plan evaluations are spent: a count, not the clock, ends the step. Returns None if nothing changed."""
     topo = cost.topology
-    if len(topo.tiers) < 2:
-        return None
+    if len(topo.tiers) < 2 or evals <= 0 or not any(_levels_up(cost, tp) for tp in plan.tables.values()):
+        return None  # nothing in a slow tier: no memory maps built (most instances)
     tiers = [x.name for x in topo.tiers]
     cap = np.array([[topo.usable(x)] for x in tiers]) * (1 + 1e-12)
     mem = {n: _memory(cost, tp, tiers) for n, tp in plan.tables.items()}

@@ -3,7 +3,11 @@ choice that never loses to a baseline on either model nor to a plan built TorchR
 refinement for small instances and a long anneal).
 
 1. Tiers (`sharding.tiers`): tables stay in the fastest tier unless it is short; then the coldest bytes (least
-   added time per byte, from measured miss-ratio curves where given) are demoted to UVM with a cache fraction.
+   added time per byte, from measured miss-ratio curves where given) are demoted to UVM with a cache fraction,
+   and the steps the fast tier turns out not to need are taken back (the greedy overshoots: on f64 of
+   `sharding.family` it left five small tables in DDR beside the one large table that had to go; TorchRec's
+   plan kept only that one there). Where that changed any table's tier, the greedy tiering's packings are
+   candidates too: a fuller fast tier leaves the packings less room (issue 16 A/B).
 2. Every shard is priced on the step's resources (`sharding.search`): forward/backward/optimizer work and one row
    per collective (group, pass, op), plus TorchRec's per-rank perf. The objective is plan_cost's own shape,
    J = max((fixed + Σ_k max_r L[k, r]) / our bound, TorchRec's max / its bound), then their sum, then Σ L².
@@ -35,12 +39,16 @@ refinement for small instances and a long anneal).
    reference keeps our model's cost at or below that of a plan built TorchRec's way (A/B over
    `benchmarks.plan_family`, issue 16). If nothing packs, every table goes row-wise over all ranks, which
    spreads memory evenly: when even that does not fit, no plan does.
-6. The picked plan then gets whole-table re-layouts (`sharding.relayout`: a table re-cut row-wise over all ranks,
+6. The picked plan then gets a second tiering pass (`sharding.tiers.promote`: each slow-tier table raised to a
+   higher cache level or the fast tier where its ranks, or another rank for a table-wise one, have room: the
+   tiering was decided before placement, and a polished greedy plan keeps the greedy baselines' uncached tiers;
+   on f54 a hot row-wise table cached at 0.2, as TorchRec's plan has it, cut both ratings by a third), whole-table
+   re-layouts (`sharding.relayout`: a table re-cut row-wise over all ranks,
    a table-row-wise table moved or swapped to another host; no packing stage re-cuts a table row-wise over all
    ranks or moves a host's group, so a polished greedy plan kept its hottest table on one host: f54, issue 16),
    exact two-rank re-splits of its movable shards (`sharding.lns`) and simulated
    annealing of its placement (`sharding.anneal`), each with a budget of work per table (`PAIR_WORK`,
-   `ANNEAL_WORK`, `RELAYOUT_WORK`) so that its cost stays about the same at any size (these replaced windows on the table count;
+   `ANNEAL_WORK`, `RELAYOUT_WORK`, `PROMOTE_WORK`) so that its cost stays about the same at any size (these replaced windows on the table count;
    the p-norm moves `sharding.lns.flatten`, which cost 13 s on 856 tables, left the default search: family A/B
    without them 7 better, 5 worse by ≤ 0.6%), TorchRec's per-rank perf capped at the pick's rating; a result
    replaces the pick only if it costs less by our model and rates no worse by TorchRec's, so the pick's
@@ -70,7 +78,7 @@ from sharding.packing import Bins, no_room
 from sharding.plan import ShardingPlan, ShardingType
 from sharding.relayout import RELAYOUT_WORK, relayout
 from sharding.search import Resources
-from sharding.tiers import assign_tiers
+from sharding.tiers import PROMOTE_WORK, promote, tierings
 from sharding.topology import Topology
 from sharding.trec_cost import TorchRecCostModel
 from sharding.workload import PlanError, PlanWorkload
@@ -129,11 +137,16 @@ def _optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[s
     topology = topology.reserve_inputs(workload.ids_per_batch)
     cost = CostModel(workload, topology, miss_curves)
     trec = TorchRecCostModel(workload, topology)
-    tiers = assign_tiers(cost)  # step 1
+    tiers, greedy = tierings(cost)  # step 1
     lb = (lower_bound(cost, relax=False).value, lower_bound(trec).value)  # scales only: the cheap bound
     stats.lower_bounds = lb
-    builder = Builder(Resources(cost, trec, lb), tiers, SEARCH_ITERS if search_iters is None else search_iters)
+    iters = SEARCH_ITERS if search_iters is None else search_iters
+    builder = Builder(Resources(cost, trec, lb), tiers, iters)
     found, reference = _packings(builder, topology, lb)  # steps 2-4
+    if greedy != tiers:  # the greedy tiering's packings too: fewer tables in the fast tier leave the packings
+        more, refs = _packings(Builder(builder.res, greedy, iters), topology, lb)  # room (step 1)
+        found += [(f"{label} (greedy tiers)", p) for label, p in more]
+        reference.update(refs)
     scored, baselines = _candidates(builder, found)
     good = _qualifying(scored, baselines, reference, stats)  # step 5
     label, ours, rating, plan = good[pick([(a, b) for _, a, b, _ in good])]
@@ -153,6 +166,9 @@ def _optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[s
     take("relayout", relayout(cost, trec, plan, RELAYOUT_WORK // n, rating))
     take("pairs", refine_plan(builder.res, plan, min(PAIR_EVALS, PAIR_WORK // n)))
     take(f"anneal {ANNEAL_WORK * n / 1e6:.3g}M", anneal_plan(builder.res, plan, ANNEAL_WORK * n, t_cap=rating))
+    if (got := promote(cost, trec, plan, PROMOTE_WORK // n, rating)) is not None:  # no worse on either model
+        label, plan, ours = f"{label} + promote", got, cost.plan_cost(got)  # than its input (a rating or the
+        stats.candidates.append((label, ours, trec.plan_cost(got)))  # summed work lower): kept whenever it moved
     if anneal > 0:  # step 7, the opt-in long search: the exact MILP on small instances first, then annealing
         refined, stats.milp = milp_refine(builder, plan, MILP_MAX_VARS, MILP_NODES)
         take("milp", refined)

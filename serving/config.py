@@ -97,6 +97,10 @@ class SearchConfig:
     workers: list[int] = field(default_factory=lambda: [2, 1])
     splits: list[int] = field(default_factory=lambda: [0, 64])
     max_batches: list[int] = field(default_factory=lambda: [256])
+    """ours' max batch sizes: the smallest is always searched, a larger one only when one batch of that many
+    samples, measured before the search, takes ≤ bound / `batch_headroom` (`search.admitted_batches`)"""
+    batch_headroom: float = 4.0
+    """a larger max batch is searched only when its batch time × this ≤ the latency bound"""
     max_wait_ms: list[float] = field(default_factory=lambda: [0.0])
     static_batches: list[int] = field(default_factory=lambda: [128, 256, 512])
     max_settings: int = 3
@@ -207,6 +211,10 @@ def check_serving(cfg: ServingConfig, cuda: bool = False) -> None:
         vals = getattr(sc, name)
         _require(len(vals) > 0 and all(v >= 1 for v in vals), f"serving.search.{name}={list(vals)}: need values ≥ 1")
     _require(all(v >= 0 for v in sc.splits), f"serving.search.splits={list(sc.splits)}: need values ≥ 0")
+    _require(max(sc.max_batches) <= q.pool_samples, f"serving.search.max_batches={list(sc.max_batches)}: each must "
+             f"be ≤ serving.query.pool_samples={q.pool_samples} (a batch's time is measured on pool samples)")
+    _require(sc.batch_headroom >= 1, f"serving.search.batch_headroom={sc.batch_headroom}: must be ≥ 1 (a batch "
+             "longer than the bound cannot meet it)")
     _require(sc.confirm_repeats >= 1, f"serving.search.confirm_repeats={sc.confirm_repeats}: must be ≥ 1")
     lad = list(sc.confirm_ladder)
     _require(len(lad) > 0 and all(0 < f <= 1 for f in lad) and all(lad[i] > lad[i + 1] for i in range(len(lad) - 1)),

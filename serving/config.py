@@ -96,12 +96,14 @@ class SearchConfig:
     worker_kinds: list[str] = field(default_factory=lambda: ["process", "thread"])
     workers: list[int] = field(default_factory=lambda: [2, 1])
     splits: list[int] = field(default_factory=lambda: [0, 64])
-    max_batches: list[int] = field(default_factory=lambda: [256, 1024])
+    max_batches: list[int] = field(default_factory=lambda: [256, 512, 1024])
     """ours' max batch sizes: the smallest is always searched, a larger one only when one batch of that many
-    samples, measured before the search, takes ≤ bound / `batch_headroom` (`search.admitted_batches`). 1024: on
-    RM2 (LoadGen Offline, 3 runs each, 2026-12-02) two workers with batches ≤ 1024 served 1.10× (thread) and
-    1.12× (process) the queries/s of the same workers with batches ≤ 256 (results/validation/
-    serving_targets_20261201.md, section 16)"""
+    samples, measured before the search, takes ≤ bound / `batch_headroom` (`search.admitted_batches`); each
+    admitted size adds one probe run per (kind, workers, split). Why 512 and 1024: under LoadGen Offline (3 runs
+    each, 2026-12-02) two workers with batches ≤ 512 or ≤ 1024 served 1.07–1.18× the queries/s of the same
+    workers with batches ≤ 256 on RM2 and 1.26–1.63× on RM1 and RM3 (results/validation/
+    serving_targets_20261201.md, section 16); 512 keeps a step where 1024 is not admitted (RM2's 1024-sample batch
+    took 100–129 ms that day against a 400 / 4 ms threshold)"""
     batch_headroom: float = 4.0
     """a larger max batch is searched only when its batch time × this ≤ the latency bound"""
     max_wait_ms: list[float] = field(default_factory=lambda: [0.0])

@@ -101,7 +101,7 @@ class SearchConfig:
     samples, measured before the search, takes ≤ bound / `batch_headroom` (`search.admitted_batches`); each
     admitted size adds one probe run per (kind, workers, split). Why 512 and 1024: under LoadGen Offline (3 runs
     each, 2026-12-02) two workers with batches ≤ 512 or ≤ 1024 served 1.07–1.18× the queries/s of the same
-    workers with batches ≤ 256 on RM2 and 1.26–1.63× on RM1 and RM3 (results/validation/
+    workers with batches ≤ 256 on RM2 and 1.26–1.57× on RM1 and RM3 (results/validation/
     serving_targets_20261201.md, section 16); 512 keeps a step where 1024 is not admitted (RM2's 1024-sample batch
     took 100–129 ms that day against a 400 / 4 ms threshold)"""
     batch_headroom: float = 4.0

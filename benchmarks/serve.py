@@ -373,7 +373,9 @@ def _admit_batches(s, setup) -> tuple[list[int], dict[int, float]]:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        ms = {b: 1e3 * _median_time(lambda b=b: setup.dlrm.run_samples(0, b)) for b in sizes[1:]}
+        # a size above the pool cannot be timed on pool samples: not measured, so not admitted
+        ms = {b: 1e3 * _median_time(lambda b=b: setup.dlrm.run_samples(0, b)) for b in sizes[1:]
+              if b <= s.query.pool_samples}
     finally:
         torch.set_num_threads(threads)
     batches = admitted_batches(sizes, ms, s.loadgen.latency_ms, s.search.batch_headroom)

@@ -216,8 +216,6 @@ def check_serving(cfg: ServingConfig, cuda: bool = False) -> None:
         vals = getattr(sc, name)
         _require(len(vals) > 0 and all(v >= 1 for v in vals), f"serving.search.{name}={list(vals)}: need values ≥ 1")
     _require(all(v >= 0 for v in sc.splits), f"serving.search.splits={list(sc.splits)}: need values ≥ 0")
-    _require(max(sc.max_batches) <= q.pool_samples, f"serving.search.max_batches={list(sc.max_batches)}: each must "
-             f"be ≤ serving.query.pool_samples={q.pool_samples} (a batch's time is measured on pool samples)")
     _require(sc.batch_headroom >= 1, f"serving.search.batch_headroom={sc.batch_headroom}: must be ≥ 1 (a batch "
              "longer than the bound cannot meet it)")
     _require(sc.confirm_repeats >= 1, f"serving.search.confirm_repeats={sc.confirm_repeats}: must be ≥ 1")

@@ -533,8 +533,7 @@ def test_best_confirmed_lets_ours_fall_back_to_a_static_setting_that_held_higher
 
 
 @pytest.mark.parametrize("field,value,needle", [("confirm_top", 0, "confirm_top=0"), ("confirm_top", -1, "confirm_top=-1"),
-                                                ("batch_headroom", 0.5, "batch_headroom=0.5"),
-                                                ("max_batches", [256, 8192], "pool_samples=4096")])
+                                                ("batch_headroom", 0.5, "batch_headroom=0.5")])
 def test_check_serving_refuses_a_bad_confirmation_choice(field, value, needle):
     from serving.config import ServingConfig, ServingError, check_serving
 

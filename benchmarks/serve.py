@@ -188,6 +188,7 @@ def _search(cfg: ServeAppConfig, spec, setup) -> int:
                 1e3 * s.loadgen.min_query_count / max(s.loadgen.min_duration_ms, 1))
     print(f"{s.name}: bound p{s.loadgen.percentile:g} ≤ {s.loadgen.latency_ms:g} ms; start {start:.1f} QPS "
           f"(loadavg {os.getloadavg()[0]:.2f})")
+    batches, batch_ms = _admit_batches(s, setup)
     records: list[dict] = []
     count = [0]
 
@@ -223,7 +224,8 @@ def _search(cfg: ServeAppConfig, spec, setup) -> int:
     def log(msg):
         print(msg, flush=True)
 
-    results = search_all(run, s.server, s.search, start, cores, log=log, rank_key=f"p{s.loadgen.percentile:g}_ms")
+    results = search_all(run, s.server, s.search, start, cores, log=log, rank_key=f"p{s.loadgen.percentile:g}_ms",
+                         batches=batches)
     sc = s.search
     searched = {id(r): r.runs for r in results}
     tops, picks = confirm_top(run, results, sc, log)
@@ -252,6 +254,8 @@ def _search(cfg: ServeAppConfig, spec, setup) -> int:
                **{f"{k}_confirmed_settings": v for k, v in tried.items()},
                "disturbed_runs": disturbed, "disturbed_kept": kept_disturbed, "others_cpu_max": sc.others_cpu_max,
                "search_duration_ms": s.loadgen.min_duration_ms,
+               "max_batches_admitted": batches, "batch_service_ms": {str(b): t for b, t in batch_ms.items()},
+               "batch_headroom": sc.batch_headroom,
                **{f"{k}_qps": v for k, v in confirmed.items()},
                **{f"{k}_best_seen_qps": val(k, "best_qps") for k in picks},
                **{f"{k}_setting": picks[k].setting.label if picks[k] else None for k in picks},
@@ -354,6 +358,33 @@ def _overhead(cfg: ServeAppConfig, spec) -> int:
     rec["setting"] = "null SUT"
     _write(cfg, [rec])
     return 0
+
+
+def _admit_batches(s, setup) -> tuple[list[int], dict[int, float]]:
+    """Ours' max batch sizes (`serving.search.max_batches`): the smallest always, each larger one only when one
+    batch of that many pool samples (in-process, 1 intra-op thread as in a two-worker setting, median of 5) takes
+    ≤ bound / `serving.search.batch_headroom` (serving/search.py: `admitted_batches`). Prints what it measured and
+    admitted."""
+    import torch
+
+    from serving.search import admitted_batches
+
+    sizes = sorted(set(s.search.max_batches))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        # a size above the pool cannot be timed on pool samples: not measured, so not admitted
+        ms = {b: 1e3 * _median_time(lambda b=b: setup.dlrm.run_samples(0, b)) for b in sizes[1:]
+              if b <= s.query.pool_samples}
+    finally:
+        torch.set_num_threads(threads)
+    batches = admitted_batches(sizes, ms, s.loadgen.latency_ms, s.search.batch_headroom)
+    if ms:
+        print(f"{s.name}: ours' max batch: {batches} searched (" + ", ".join(
+            f"{b} samples {t:.1f} ms a batch, {'≤' if b in batches else '>'} bound / {s.search.batch_headroom:g} = "
+            f"{s.loadgen.latency_ms / s.search.batch_headroom:.1f} ms" for b, t in ms.items())
+            + f"; loadavg {os.getloadavg()[0]:.2f})", flush=True)
+    return batches, ms
 
 
 def _median_time(fn, repeats: int = 5) -> float:

@@ -96,7 +96,16 @@ class SearchConfig:
     worker_kinds: list[str] = field(default_factory=lambda: ["process", "thread"])
     workers: list[int] = field(default_factory=lambda: [2, 1])
     splits: list[int] = field(default_factory=lambda: [0, 64])
-    max_batches: list[int] = field(default_factory=lambda: [256])
+    max_batches: list[int] = field(default_factory=lambda: [256, 512, 1024])
+    """ours' max batch sizes: the smallest is always searched, a larger one only when one batch of that many
+    samples, measured before the search, takes ≤ bound / `batch_headroom` (`search.admitted_batches`); each
+    admitted size adds one probe run per (kind, workers, split). Why 512 and 1024: under LoadGen Offline (3 runs
+    each, 2026-12-02) two workers with batches ≤ 512 or ≤ 1024 served 1.07–1.18× the queries/s of the same
+    workers with batches ≤ 256 on RM2 and 1.26–1.57× on RM1 and RM3 (results/validation/
+    serving_targets_20261201.md, section 16); 512 keeps a step where 1024 is not admitted (RM2's 1024-sample batch
+    took 100–129 ms that day against a 400 / 4 ms threshold)"""
+    batch_headroom: float = 4.0
+    """a larger max batch is searched only when its batch time × this ≤ the latency bound"""
     max_wait_ms: list[float] = field(default_factory=lambda: [0.0])
     static_batches: list[int] = field(default_factory=lambda: [128, 256, 512])
     max_settings: int = 3
@@ -207,6 +216,8 @@ def check_serving(cfg: ServingConfig, cuda: bool = False) -> None:
         vals = getattr(sc, name)
         _require(len(vals) > 0 and all(v >= 1 for v in vals), f"serving.search.{name}={list(vals)}: need values ≥ 1")
     _require(all(v >= 0 for v in sc.splits), f"serving.search.splits={list(sc.splits)}: need values ≥ 0")
+    _require(sc.batch_headroom >= 1, f"serving.search.batch_headroom={sc.batch_headroom}: must be ≥ 1 (a batch "
+             "longer than the bound cannot meet it)")
     _require(sc.confirm_repeats >= 1, f"serving.search.confirm_repeats={sc.confirm_repeats}: must be ≥ 1")
     lad = list(sc.confirm_ladder)
     _require(len(lad) > 0 and all(0 < f <= 1 for f in lad) and all(lad[i] > lad[i + 1] for i in range(len(lad) - 1)),

@@ -7,11 +7,13 @@ highest VALID QPS seen. Three servers are compared at the same bound:
 - static: a fixed batch size B: the batcher waits until B samples are queued (no timeout; LoadGen's flush ends a
   run), one worker with all cores' intra-op threads, no splitting; the best B of a list;
 - ours: worker kind (threads or processes) × workers × split size × max batch × max wait (DeepRecSched's knobs
-  plus the pool). Batching is dynamic: a free worker takes whatever is queued up to max batch and waits at most
-  max wait for more (0: not at all). The candidate "thread, 1 worker, no split, wait 0" is the greedy batcher of
-  MLPerf's reference server. Each candidate is first tried once at the best QPS found so far (naive, static);
-  of those VALID there, the `max_settings` with the lowest latency at the bound's percentile get a bisection
-  upwards (a single probe above the best would reject a better setting on one noisy run).
+  plus the pool); a max batch above the list's smallest is searched only when one batch of that size, measured
+  before the search, takes ≤ bound / batch_headroom (`admitted_batches`). Batching is dynamic: a free worker takes
+  whatever is queued up to max batch and waits at most max wait for more (0: not at all). The candidate "thread,
+  1 worker, no split, wait 0" is the greedy batcher of MLPerf's reference server. Each candidate is first tried
+  once at the best QPS found so far (naive, static); of those VALID there, the `max_settings` with the lowest
+  latency at the bound's percentile get a bisection upwards (a single probe above the best would reject a better
+  setting on one noisy run).
 Runs: naive and each static B cost ≤ bracket_runs + steps; each candidate one probe, a bisected one ≤ bracket_runs
 + steps more. Then each kind's top settings (naive's one, static's and ours' best `confirm_top`, by search QPS):
 if no INVALID run lies above a setting's best VALID QPS, `extend_bracket` (≤ bracket_runs + steps); and `confirm`:
@@ -30,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from .config import SearchConfig, ServerConfig
 
 __all__ = ["Setting", "SearchResult", "bisect_qps", "confirm", "naive_setting", "static_settings", "our_candidates",
+           "admitted_batches",
            "search_all", "extend_bracket", "CONFIRM_LADDER",
            "top_settings", "best_confirmed", "confirm_top", "confirm_story"]
 
@@ -283,12 +286,28 @@ def static_settings(base: ServerConfig, cfg: SearchConfig, cores: int) -> list[S
             for b in cfg.static_batches]
 
 
-def our_candidates(base: ServerConfig, cfg: SearchConfig, cores: int) -> list[Setting]:
+def admitted_batches(batches: list[int], service_ms: dict[int, float], bound_ms: float,
+                     headroom: float) -> list[int]:
+    """The max batch sizes ours searches: the smallest of `batches` always; a larger one only when one batch of that
+    many samples, measured before the search (`service_ms[b]`), takes at most `bound_ms / headroom`. Why: a query
+    behind a batch in service waits for it, then rides in the next, so its latency near capacity is a few batch
+    times; a batch that is a sizeable part of the bound trades the bound for throughput the search cannot use.
+    No size measured (missing from `service_ms`) is not admitted. Sorted, without repeats."""
+    sizes = sorted(set(batches))
+    if not sizes:
+        return []
+    return [sizes[0]] + [b for b in sizes[1:] if b in service_ms and service_ms[b] * headroom <= bound_ms]
+
+
+def our_candidates(base: ServerConfig, cfg: SearchConfig, cores: int,
+                   batches: list[int] | None = None) -> list[Setting]:
     """Every combination of the search lists, in list order (so put the likeliest first: only `max_settings` get a
     bisection). One process worker is one thread worker plus a pipe: skipped. Intra-op threads = cores / workers,
-    so workers × intra-op threads never exceeds the cores."""
+    so workers × intra-op threads never exceeds the cores. `batches`: the max batch sizes admitted
+    (`admitted_batches`; default all of cfg.max_batches)."""
     out = []
-    for kind, w, s, b, wait in itertools.product(cfg.worker_kinds, cfg.workers, cfg.splits, cfg.max_batches,
+    batches = list(cfg.max_batches) if batches is None else batches
+    for kind, w, s, b, wait in itertools.product(cfg.worker_kinds, cfg.workers, cfg.splits, batches,
                                                  cfg.max_wait_ms):
         if (s and s > b) or (kind == "process" and w == 1):
             continue
@@ -300,9 +319,11 @@ def our_candidates(base: ServerConfig, cfg: SearchConfig, cores: int) -> list[Se
 
 
 def search_all(run: RunFn, base: ServerConfig, cfg: SearchConfig, start_qps: float, cores: int,
-               log: Callable[[str], None] = print, rank_key: str = "p99_ms") -> list[SearchResult]:
+               log: Callable[[str], None] = print, rank_key: str = "p99_ms",
+               batches: list[int] | None = None) -> list[SearchResult]:
     """Naive, every static B, then our candidates; returns one SearchResult per setting tried. `rank_key`: the
-    run's latency at the bound's percentile, which orders the candidates VALID at the probe."""
+    run's latency at the bound's percentile, which orders the candidates VALID at the probe. `batches`: ours' max
+    batch sizes (`admitted_batches`; default all of cfg.max_batches)."""
     results: list[SearchResult] = []
     naive = naive_setting(base, cores)
     r = bisect_qps(lambda q: run(naive, q), start_qps, cfg.bisection_steps, cfg.bracket_runs,
@@ -319,7 +340,7 @@ def search_all(run: RunFn, base: ServerConfig, cfg: SearchConfig, start_qps: flo
     # ours: every candidate once at the best QPS so far; those VALID there, most headroom first (lowest latency at
     # the bound's percentile in that run), get a bisection upwards: at most max_settings of them
     probe_q, probed = best, []
-    for st in our_candidates(base, cfg, cores):
+    for st in our_candidates(base, cfg, cores, batches):
         r = SearchResult(st)
         p = run(st, probe_q)
         r.points.append(p)

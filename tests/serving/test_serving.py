@@ -532,7 +532,8 @@ def test_best_confirmed_lets_ours_fall_back_to_a_static_setting_that_held_higher
     assert best_confirmed({"naive": [naive], "static": [st], "ours": []})["ours"] is st
 
 
-@pytest.mark.parametrize("field,value,needle", [("confirm_top", 0, "confirm_top=0"), ("confirm_top", -1, "confirm_top=-1")])
+@pytest.mark.parametrize("field,value,needle", [("confirm_top", 0, "confirm_top=0"), ("confirm_top", -1, "confirm_top=-1"),
+                                                ("batch_headroom", 0.5, "batch_headroom=0.5")])
 def test_check_serving_refuses_a_bad_confirmation_choice(field, value, needle):
     from serving.config import ServingConfig, ServingError, check_serving
 
@@ -645,6 +646,41 @@ def test_search_space_has_process_and_thread_workers_and_static_waits_for_b():
     assert all(s.server.max_wait_ms == -1 and s.server.workers == 1 for s in static_settings(ServerConfig(), sc, 2))
     naive = naive_setting(ServerConfig(), 2).server
     assert naive.max_batch == 0 and naive.split == 0 and naive.worker_kind == "thread"
+
+
+def test_admitted_batches_keeps_the_smallest_and_a_larger_one_only_well_under_the_bound():
+    from serving.search import admitted_batches
+
+    ms = {512: 30.0, 1024: 60.0}
+    assert admitted_batches([1024, 256, 512], ms, bound_ms=400, headroom=4) == [256, 512, 1024]  # 60 × 4 ≤ 400
+    assert admitted_batches([256, 512, 1024], ms, bound_ms=200, headroom=4) == [256, 512]  # 240 > 200
+    assert admitted_batches([256, 512, 1024], ms, bound_ms=100, headroom=4) == [256]
+    assert admitted_batches([256, 1024], {}, bound_ms=1e9, headroom=4) == [256]  # not measured: not admitted
+    assert admitted_batches([256, 1024], {1024: 25.0}, bound_ms=100, headroom=4) == [256, 1024]  # boundary: ≤
+    assert admitted_batches([256, 256], {}, bound_ms=1, headroom=4) == [256]
+    # the rule reads only the ratio of batch time to bound: the same answer for any model and bound scaled alike
+    for scale in (0.01, 1.0, 37.0):
+        assert admitted_batches([256, 512, 1024], {b: t * scale for b, t in ms.items()}, 200 * scale, 4) == [256, 512]
+
+
+def test_our_candidates_and_the_search_take_only_the_admitted_batch_sizes():
+    from serving.search import our_candidates, search_all
+
+    sc = SearchConfig(worker_kinds=["process", "thread"], workers=[2, 1], splits=[0, 64], max_batches=[256, 1024],
+                      static_batches=[128], bisection_steps=1, bracket_runs=2, max_settings=1)
+    every = our_candidates(ServerConfig(), sc, cores=2)
+    assert {s.server.max_batch for s in every} == {256, 1024} and len(every) == 2 * 6  # 6 per batch size
+    only = our_candidates(ServerConfig(), sc, cores=2, batches=[256])
+    assert {s.server.max_batch for s in only} == {256} and len(only) == 6
+    probed = []
+
+    def run(st, q):
+        if st.kind == "ours":
+            probed.append(st.server.max_batch)
+        return {"verdict": "VALID" if q <= 100 else "INVALID", "p95_ms": q, "target_qps": q}
+
+    search_all(run, ServerConfig(), sc, 50.0, cores=2, log=lambda m: None, rank_key="p95_ms", batches=[256])
+    assert set(probed) == {256}  # a size not admitted costs no LoadGen run
 
 
 def test_queries_above_the_gpu_threshold_go_whole_to_the_offload_lane():

@@ -280,10 +280,15 @@ def naive_setting(base: ServerConfig, cores: int) -> Setting:
                                              split=0, max_wait_ms=0.0))
 
 
-def static_settings(base: ServerConfig, cfg: SearchConfig, cores: int) -> list[Setting]:
+def static_settings(base: ServerConfig, cfg: SearchConfig, cores: int,
+                    batches: list[int] | None = None) -> list[Setting]:
+    """Each of cfg.static_batches, and each of ours' admitted max batch sizes `batches` above them: the best static
+    B is searched over every batch size ours may use, so ours' margin over it is not a larger batch alone."""
+    sizes = list(cfg.static_batches)
+    sizes += sorted(b for b in set(batches or []) if b > max(sizes))
     return [Setting(f"static B={b}", "static", replace(base, workers=1, worker_kind="thread", intra_threads=cores,
                                                         max_batch=b, split=0, max_wait_ms=-1.0))
-            for b in cfg.static_batches]
+            for b in sizes]
 
 
 def admitted_batches(batches: list[int], service_ms: dict[int, float], bound_ms: float,
@@ -331,7 +336,7 @@ def search_all(run: RunFn, base: ServerConfig, cfg: SearchConfig, start_qps: flo
     results.append(r)
     log(f"{naive.label}: {r.best_qps:.1f} QPS ({r.runs} LoadGen runs)")
     best = max(r.best_qps, start_qps / 4)
-    for st in static_settings(base, cfg, cores):
+    for st in static_settings(base, cfg, cores, batches):
         r = bisect_qps(lambda q, st=st: run(st, q), max(best, start_qps), cfg.bisection_steps,
                        cfg.bracket_runs, SearchResult(st))
         results.append(r)

@@ -648,6 +648,16 @@ def test_search_space_has_process_and_thread_workers_and_static_waits_for_b():
     assert naive.max_batch == 0 and naive.split == 0 and naive.worker_kind == "thread"
 
 
+def test_static_searches_every_batch_size_ours_may_use():
+    from serving.search import static_settings
+
+    sc = SearchConfig(static_batches=[128, 256, 512], max_batches=[256, 512, 1024])
+    sizes = lambda batches: [s.server.max_batch for s in static_settings(ServerConfig(), sc, 2, batches)]  # noqa: E731
+    assert sizes(None) == [128, 256, 512]
+    assert sizes([256]) == [128, 256, 512]
+    assert sizes([256, 512, 1024]) == [128, 256, 512, 1024]  # ours' admitted 1024: static gets it too
+
+
 def test_admitted_batches_keeps_the_smallest_and_a_larger_one_only_well_under_the_bound():
     from serving.search import admitted_batches
 

@@ -187,8 +187,11 @@ class CostModel:
         """Seconds per step outside the embedding stages (loss, its backward, the dense gradients, framework),
         the same for every plan of the workload: `Topology.step_overhead` + (training)
         `Topology.step_overhead_per_value` × the pooled values a rank's batch yields (batch × Σ table dims),
-        which the loss, its backward and the dense gradients run over. A file that keeps the per-value figure
-        under `not_priced` (calibrated before it was priced) prices the constant alone."""
+        which the loss, its backward and the dense gradients run over. `dlrmbench calibrate` measures the
+        per-value figure but writes it under `not_priced`, which prices the constant alone: on three validation
+        A/Bs pricing it did not lower the step's median error (results/validation/costmodel_rounds_20261201.md
+        sections 5–6: 14% → 24%, 15% → 24%, the stages it adds to priced high; section 11, a busy machine: 21% →
+        21%, p90 63% → 65%). A file with a top-level `step_overhead_per_value` prices it (the A/B's "on")."""
         topo = self.topology
         if not (self.workload.train and topo.step_overhead_per_value):
             return topo.step_overhead

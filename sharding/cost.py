@@ -25,7 +25,8 @@ present, its communication stages on every rank and its lookup stages on the ran
 without one (GPU presets), one op latency per collective call (`COLLECTIVE_CALLS`). Ranks meet at each
 collective, so the step = collectives + fixed + max over ranks of the forward lookups + max of the backward
 lookups + max of the optimizer + `CostModel.outside` (the step outside the embedding stages: loss, dense
-backward, framework: `Topology.step_overhead`); a rank's `wait` is the step minus its own work and that overhead.
+backward, framework: `Topology.step_overhead` + `step_overhead_per_value` per pooled value a rank's batch yields
+in training); a rank's `wait` is the step minus its own work and that overhead.
 `shard_cost` (what the optimizer adds up per rank) keeps the per-shard bytes terms of each part.
 """
 from __future__ import annotations
@@ -183,15 +184,19 @@ class CostModel:
         self._rows: dict[object, int] = {0: 0, 1: 1, 2: 2, 3: 3}  # `_accumulate`'s sums: work, count, then keys
 
     def outside(self) -> float:
-        """Seconds per step outside the embedding stages (`Topology.step_overhead`), the same for every plan of
-        the workload. `dlrmbench calibrate` also measures how that time grows per pooled value a rank's batch
-        yields (`not_priced.step_overhead_per_value` in its file); it is not added here: on two validation runs
-        (2026-12-02, results/validation/costmodel_rounds_20261201.md sections 5–6) it made the step's median error
-        worse (14% → 24%, 15% → 24%), because the stages it adds to are priced too high (backward + optimizer
-        1.44–1.49×, collectives 1.24–1.30× of measured); it does not change which plan is cheaper. With the
-        backward priced per distinct row (section 7: backward + optimizer 1.49× → 1.22× on the section 5 run) it
-        still made it worse there (14% → 20%): the collectives stay 1.24× over."""
-        return self.topology.step_overhead
+        """Seconds per step outside the embedding stages (loss, its backward, the dense gradients, framework),
+        the same for every plan of the workload: `Topology.step_overhead` + (training)
+        `Topology.step_overhead_per_value` × the pooled values a rank's batch yields (batch × Σ table dims),
+        which the loss, its backward and the dense gradients run over. `dlrmbench calibrate` measures the
+        per-value figure but writes it under `not_priced`, which prices the constant alone: on three validation
+        A/Bs pricing it did not lower the step's median error (results/validation/costmodel_rounds_20261201.md
+        sections 5–6: 14% → 24%, 15% → 24%, the stages it adds to priced high; section 11, a busy machine: 21% →
+        21%, p90 63% → 65%). A file with a top-level `step_overhead_per_value` prices it (the A/B's "on")."""
+        topo = self.topology
+        if not (self.workload.train and topo.step_overhead_per_value):
+            return topo.step_overhead
+        values = self.workload.batch_size * sum(t.dim for t in self.workload.tables)
+        return topo.step_overhead + topo.step_overhead_per_value * values
 
     # ---- lookups and misses ----
     def miss_rate(self, t: TableSpec, fraction: float) -> float:

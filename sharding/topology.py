@@ -81,6 +81,9 @@ class Topology:
     `optimizer_bandwidth`: bytes/s of a dense optimizer step over replicated (DP) tables (0: tier 0 bandwidth).
     `step_overhead`: seconds per step outside the embedding stages (loss, the dense part's backward, zero_grad,
     the framework between stages), calibrated as a tiny plan's step time − the sum of its stages (0: unmeasured).
+    `step_overhead_per_value`: seconds that step adds per pooled embedding value a rank's batch yields in
+    training (batch × Σ table dims: the loss over them, its backward, the dense gradients), calibrated from
+    larger stage plans' outside time over the tiny plans' (0: unmeasured or not priced; `CostModel.outside`).
     `llc_bytes` and `lookup_weights` (CPU ranks, from `dlrmbench calibrate`'s lookup grid): the host's last-level
     cache, and per lookup stage ("lookup", "lookup_bwd") what the kernel's time is made of besides bytes, in
     bytes of the same time: "id_bytes" per id looked up (the per-row cost a gather pays whatever its width) and
@@ -106,6 +109,7 @@ class Topology:
     optimizer_bandwidth: float = 0.0
     stage_bandwidth: dict[str, dict[str, float]] = field(default_factory=dict)
     step_overhead: float = 0.0
+    step_overhead_per_value: float = 0.0
     llc_bytes: float = 0.0
     lookup_weights: dict[str, dict[str, float]] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict, compare=False)
@@ -136,10 +140,10 @@ class Topology:
             raise TopologyError(f"topology {self.name!r}: unknown collective ops {bad_ops}, overhead groups "
                                 f"{bad_groups} or stages {bad_stages} (known: {COLLECTIVE_OPS}, "
                                 f"{OVERHEAD_GROUPS}, {STAGES})")
-        if self.optimizer_bandwidth < 0 or self.step_overhead < 0 or any(
+        if min(self.optimizer_bandwidth, self.step_overhead, self.step_overhead_per_value) < 0 or any(
                 v < 0 for g in self.stage_overhead.values() for v in g.values()):
-            raise TopologyError(f"topology {self.name!r}: optimizer_bandwidth, step_overhead and stage overheads "
-                                "must be ≥ 0")
+            raise TopologyError(f"topology {self.name!r}: optimizer_bandwidth, step_overhead(_per_value) and "
+                                "stage overheads must be ≥ 0")
         if any(v <= 0 for g in self.stage_bandwidth.values() for v in g.values()):
             raise TopologyError(f"topology {self.name!r}: stage bandwidths must be > 0")
         lw = self.lookup_weights
@@ -232,7 +236,7 @@ class Topology:
             "stage_overhead": {k: dict(v) for k, v in self.stage_overhead.items()},
             "optimizer_bandwidth": self.optimizer_bandwidth,
             "stage_bandwidth": {k: dict(v) for k, v in self.stage_bandwidth.items()},
-            "step_overhead": self.step_overhead,
+            "step_overhead": self.step_overhead, "step_overhead_per_value": self.step_overhead_per_value,
             "llc_bytes": self.llc_bytes, "lookup_weights": {k: dict(v) for k, v in self.lookup_weights.items()},
             "sources": dict(self.sources),
         }
@@ -294,6 +298,7 @@ class Topology:
                 stage_bandwidth={str(k): {str(s): float(x) for s, x in (v or {}).items()}
                                  for k, v in (d.get("stage_bandwidth") or {}).items()},
                 step_overhead=float(d.get("step_overhead", 0.0)),
+                step_overhead_per_value=float(d.get("step_overhead_per_value", 0.0)),
                 llc_bytes=float(d.get("llc_bytes", 0.0)),
                 lookup_weights={str(k): {str(s): float(x) for s, x in (v or {}).items()}
                                 for k, v in (d.get("lookup_weights") or {}).items()},

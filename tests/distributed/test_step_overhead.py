@@ -80,3 +80,26 @@ def test_the_measured_growth_per_pooled_value_is_kept_in_the_file_but_not_priced
     assert a.outside() == b.outside() == 1e-3
     assert a.plan_cost(plan) == b.plan_cost(plan)
     assert b.stage_breakdown(plan)["outside"] == 1e-3 and all(r.other == 1e-3 for r in b.breakdown(plan))
+
+
+def test_outside_grows_with_the_pooled_values_in_training_only_when_priced() -> None:
+    """A file with a top-level `step_overhead_per_value` prices it: every rank's step outside the stages grows by
+    it × batch × Σ dims in training (not in inference), once per step, never in the embedding time."""
+    from sharding.cost import CostModel
+
+    cost, plan = _two_table_plan(on_rank_zero=True)
+    assert cost.workload.train
+    values = cost.workload.batch_size * sum(t.dim for t in cost.workload.tables)
+    topo = replace(cost.topology, step_overhead=1e-3)
+    priced = Topology.from_dict({**topo.to_dict(), "step_overhead_per_value": 2e-9})
+    assert priced.step_overhead_per_value == 2e-9
+    assert Topology.from_dict(priced.to_dict()) == priced
+    a, b = CostModel(cost.workload, topo), CostModel(cost.workload, priced)
+    assert b.outside() == pytest.approx(1e-3 + 2e-9 * values)
+    assert b.plan_cost(plan) == pytest.approx(a.plan_cost(plan) + 2e-9 * values, abs=1e-12)
+    assert b.stage_breakdown(plan)["outside"] == pytest.approx(b.outside())
+    for ra, rb in zip(a.breakdown(plan), b.breakdown(plan), strict=True):
+        assert rb.other == pytest.approx(b.outside()) and rb.elapsed - rb.other == pytest.approx(ra.elapsed - ra.other)
+    assert CostModel(replace(cost.workload, mode="inference"), priced).outside() == pytest.approx(1e-3)
+    with pytest.raises(TopologyError, match="step_overhead"):
+        replace(priced, step_overhead_per_value=-1e-9)

@@ -277,6 +277,8 @@ def loads_of(res: Resources, plan: ShardingPlan) -> tuple[Loads, list[Piece]]:
     pieces: list[Piece] = []
     for name, tp in plan.tables.items():
         t, st = cost.tables[name], tp.sharding_type
+        if "_build" in tp.__dict__ and _put_alike(res, state, pieces, t, tp):
+            continue
         if st == ShardingType.DATA_PARALLEL and len(tp.shards) == topo.world_size:
             s = tp.shards[0]
             state.put_all(st, *res.shard(t, st, s.rows, s.cols, s.tier, s.cache_fraction))
@@ -287,6 +289,27 @@ def loads_of(res: Resources, plan: ShardingPlan) -> tuple[Loads, list[Piece]]:
             if st in (TW, CW):
                 pieces.append(Piece(name, st, v, m, s.rank))
     return state, pieces
+
+
+def _put_alike(res: Resources, state: Loads, pieces: list[Piece], t, tp) -> bool:  # noqa: ANN001
+    """`loads_of`'s loop for one table plan made by `layouts.table_plan`, from its shapes (`TablePlan.alike`)
+    without making its shards: their ranks are listed in shard order (column order for column-wise), so each
+    shape's shards on distinct ranks go in at once (`Loads.put_ranks`: on every rank the same additions, in
+    table order, as one `put` per shard). False (nothing done) where a table repeats a rank: the loop handles it."""
+    st, alike = tp.sharding_type, tp.alike()
+    if len({r for ranks in alike.values() for r in ranks}) != sum(len(ranks) for ranks in alike.values()):
+        return False
+    for (rows, cols, tier, cf), ranks in alike.items():
+        v, m = res.shard(t, st, rows, cols, tier, cf)
+        if st == ShardingType.DATA_PARALLEL and len(ranks) == state.L.shape[1]:
+            state.put_all(st, v, m)
+        elif len(ranks) == 1:
+            state.put(ranks[0], st, v, m)
+        else:
+            state.put_ranks(np.array(ranks, dtype=np.int64), st, v, m)
+        if st in (TW, CW):
+            pieces.extend(Piece(t.name, st, v, m, r) for r in ranks)
+    return True
 
 
 def refine_plan(res: Resources, plan: ShardingPlan, evals: int = PAIR_EVALS, flat_iters: int = 0,

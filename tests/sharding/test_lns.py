@@ -80,3 +80,28 @@ def test_flatten_then_pairs_go_below_pairs_alone_on_the_100_table_pick() -> None
     validate_plan(both, wl, topo, cost)
     assert cost.plan_cost(both) < cost.plan_cost(pairs)
     assert trec.plan_cost(both) <= trec.plan_cost(plan) * (1 + 1e-9)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tables(max_count=20), st.one_of(topologies(), topologies().map(_with_overheads)),
+       st.sampled_from([0.0, 0.25, 1.0]), st.booleans(), st.sampled_from([False, True, 2]))
+def test_loads_of_a_lazy_plan_are_bitwise_those_of_its_shards(ts, topo, theta, dp, lw) -> None:  # noqa: ANN001
+    """`loads_of` reads a `table_plan` plan by its shapes (no shards made): the same loads, counts, memory and
+    pieces, bit for bit, as from the same plan built from its `Shard`s."""
+    import numpy as np
+
+    from sharding.plan import ShardingPlan
+    wl = PlanWorkload(ts, 512, "train")
+    _, _, b = _setup(wl, topo)
+    try:
+        plan = b.pack(theta, 0.5, dp, lw)
+    except NoFit:
+        return
+    lazy = {n for n, tp in plan.tables.items() if "shards" not in tp.__dict__}
+    s1, p1 = loads_of(b.res, plan)
+    assert all("shards" not in plan.tables[n].__dict__ for n in lazy)  # read by shapes only
+    s2, p2 = loads_of(b.res, ShardingPlan.from_dict(plan.to_dict()))  # eager: one `put` per shard
+    assert s1.L.tobytes() == s2.L.tobytes() and np.array_equal(s1.count, s2.count)
+    assert all(s1.used[t].tobytes() == s2.used[t].tobytes() for t in s1.used)
+    assert [(p.table, p.st, p.rank, p.vec.tobytes(), p.mem) for p in p1] == \
+        [(p.table, p.st, p.rank, p.vec.tobytes(), p.mem) for p in p2]

@@ -88,7 +88,11 @@ def _table_terms(cost: CostModel | TorchRecCostModel, name: str, tiers: list[str
     t, topo = cost.tables[name], cost.topology
     w, h = topo.world_size, min(topo.ranks_per_host, topo.world_size)
 
+    one = tiers[0] if len(tiers) == 1 else None  # one tier (TorchRec's bound, most of ours): no generator
+
     def price(st: ShardingType, rows: int, cols: int) -> float:
+        if one is not None:
+            return cost.shard_cost(t, st, rows, cols, one).total
         return min(cost.shard_cost(t, st, rows, cols, x).total for x in tiers)
 
     tw = price(TW, t.rows, t.dim)

@@ -57,53 +57,67 @@ def _bits(n: int) -> np.ndarray:
     return ((np.arange(1 << n)[:, None] >> np.arange(n)[None, :]) & 1).astype(np.float64)
 
 
+@cache
+def _stays(n: int) -> np.ndarray:
+    """1 − `_bits(n)` (piece i stays on the hot rank), made once per n (the same array each call made)."""
+    return 1 - _bits(n)
+
+
 def _split(state: Loads, a: int, b: int, pieces: list[Piece], out: np.ndarray, t_cap: float, limit: float,
            ) -> tuple[float, np.ndarray] | None:
     """Best split of `pieces` (now on a or b) between ranks a and b as (second objective, on-b mask), among
     splits whose primary is ≤ `limit`; None if none is feasible. `out`: each row's max over the other ranks."""
     res, cnt = state.res, state.count
     n = len(pieces)
-    bits = _bits(n)
-    vecs = np.array([p.vec for p in pieces])  # (n, K)
-    gis = np.array([p.gi for p in pieces])
-    # rows no piece (or holder overhead) of the pair touches keep their values: leave them out, keep their sums
-    act = np.any(vecs != 0, axis=0) | res.hold[np.unique(gis)].any(axis=0)
-    act[-1] = True  # TorchRec's row
-    L0 = state.L
-    fixed = float(np.maximum(np.maximum(L0[:-1, a], L0[:-1, b]), out[:-1])[~act[:-1]].sum())
-    L, vecs, out, hold = L0[act], vecs[:, act], out[act], res.hold[:, act]
+    bits, stays = _bits(n), _stays(n)
     on_b = np.array([p.rank == b for p in pieces], dtype=np.float64)
-    base_a = L[:, a] - (1 - on_b) @ vecs
-    base_b = L[:, b] - on_b @ vecs
-    la, lb = base_a + (1 - bits) @ vecs, base_b + bits @ vecs  # (2^n, K)
-    for g in np.unique(gis):  # per-holder overheads of a group on a rank that holds none of it before or after
-        if not hold[g].any():
-            continue
-        mine = (gis == g).astype(np.float64)
-        for r, to_r, side, load in ((a, (1 - bits) @ mine, 1 - on_b, la), (b, bits @ mine, on_b, lb)):
-            holds = (cnt[g, r] - side @ mine + to_r > 0).astype(np.float64)  # (2^n,): after the split
-            load += (holds - float(cnt[g, r] > 0))[:, None] * hold[g]
-    peak = np.maximum(la, lb)
-    primary = fixed + np.maximum(peak[:, :-1], out[None, :-1]).sum(axis=1)
-    ok = (primary <= limit * (1 + 1e-12)) & (peak[:, -1] <= max(t_cap, out[-1]) * (1 + 1e-12))
+    # the splits that fit (memory, a table's column blocks one on each side), known before any load is priced
+    fit = np.ones(len(bits), dtype=bool)
     for tier in state.tiers:
         mem = np.array([p.mem.get(tier, 0.0) for p in pieces])
         if mem.any():
             cap = state.cap[tier] * (1 + 1e-12)
             to_b = bits @ mem
-            ok &= (state.used[tier][a] - (1 - on_b) @ mem + mem.sum() - to_b <= cap)
-            ok &= (state.used[tier][b] - on_b @ mem + to_b <= cap)
+            fit &= (state.used[tier][a] - (1 - on_b) @ mem + mem.sum() - to_b <= cap)
+            fit &= (state.used[tier][b] - on_b @ mem + to_b <= cap)
     tables: dict[str, list[int]] = {}
     for i, p in enumerate(pieces):
         tables.setdefault(p.table, []).append(i)
     for idx in (v for v in tables.values() if len(v) > 1):  # column blocks of one table: one on each side
-        ok &= bits[:, idx].sum(axis=1) == 1 if len(idx) == 2 else False
+        fit &= bits[:, idx].sum(axis=1) == 1 if len(idx) == 2 else False
+    if not fit.any():
+        return None
+    vecs = np.array([p.vec for p in pieces])  # (n, K)
+    gis = np.array([p.gi for p in pieces])
+    groups = np.unique(gis)
+    # rows no piece (or holder overhead) of the pair touches keep their values: leave them out, keep their sums
+    act = np.any(vecs != 0, axis=0) | res.hold[groups].any(axis=0)
+    act[-1] = True  # TorchRec's row
+    L0 = state.L
+    fixed = float(np.maximum(np.maximum(L0[:-1, a], L0[:-1, b]), out[:-1])[~act[:-1]].sum())
+    L, vecs, out, hold = L0[act], vecs[:, act], out[act], res.hold[:, act]
+    base_a = L[:, a] - (1 - on_b) @ vecs
+    base_b = L[:, b] - on_b @ vecs
+    la, lb = base_a + stays @ vecs, base_b + bits @ vecs  # (2^n, K), every split (the products' shapes fixed)
+    for g in groups:  # per-holder overheads of a group on a rank that holds none of it before or after
+        if not hold[g].any():
+            continue
+        mine = (gis == g).astype(np.float64)
+        for r, to_r, side, load in ((a, stays @ mine, 1 - on_b, la), (b, bits @ mine, on_b, lb)):
+            holds = (cnt[g, r] - side @ mine + to_r > 0).astype(np.float64)  # (2^n,): after the split
+            load += (holds - float(cnt[g, r] > 0))[:, None] * hold[g]
+    rows = None if fit.all() else np.flatnonzero(fit)  # price only the splits that fit (each row alike either way)
+    if rows is not None:
+        la, lb = la[rows], lb[rows]
+    peak = np.maximum(la, lb)
+    primary = fixed + np.maximum(peak[:, :-1], out[None, :-1]).sum(axis=1)
+    ok = (primary <= limit * (1 + 1e-12)) & (peak[:, -1] <= max(t_cap, out[-1]) * (1 + 1e-12))
     if not ok.any():
         return None
     rest = float(np.maximum(L0[:-1, a], L0[:-1, b])[~act[:-1]].sum())
     obj = np.where(ok, primary + EPS * (rest + peak[:, :-1].sum(axis=1)), np.inf)
-    s = int(np.argmin(obj))
-    return float(obj[s]), bits[s] > 0.5
+    s = int(np.argmin(obj))  # the first least: `rows` ascends, so the same split as over all of them
+    return float(obj[s]), bits[s if rows is None else rows[s]] > 0.5
 
 
 def pair_refine(state: Loads, pieces: list[Piece], evals: int = PAIR_EVALS, t_cap: float | None = None) -> int:
@@ -277,6 +291,8 @@ def loads_of(res: Resources, plan: ShardingPlan) -> tuple[Loads, list[Piece]]:
     pieces: list[Piece] = []
     for name, tp in plan.tables.items():
         t, st = cost.tables[name], tp.sharding_type
+        if "_build" in tp.__dict__ and _put_alike(res, state, pieces, t, tp):
+            continue
         if st == ShardingType.DATA_PARALLEL and len(tp.shards) == topo.world_size:
             s = tp.shards[0]
             state.put_all(st, *res.shard(t, st, s.rows, s.cols, s.tier, s.cache_fraction))
@@ -287,6 +303,27 @@ def loads_of(res: Resources, plan: ShardingPlan) -> tuple[Loads, list[Piece]]:
             if st in (TW, CW):
                 pieces.append(Piece(name, st, v, m, s.rank))
     return state, pieces
+
+
+def _put_alike(res: Resources, state: Loads, pieces: list[Piece], t, tp) -> bool:  # noqa: ANN001
+    """`loads_of`'s loop for one table plan made by `layouts.table_plan`, from its shapes (`TablePlan.alike`)
+    without making its shards: their ranks are listed in shard order (column order for column-wise), so each
+    shape's shards on distinct ranks go in at once (`Loads.put_ranks`: on every rank the same additions, in
+    table order, as one `put` per shard). False (nothing done) where a table repeats a rank: the loop handles it."""
+    st, alike = tp.sharding_type, tp.alike()
+    if len({r for ranks in alike.values() for r in ranks}) != sum(len(ranks) for ranks in alike.values()):
+        return False
+    for (rows, cols, tier, cf), ranks in alike.items():
+        v, m = res.shard(t, st, rows, cols, tier, cf)
+        if st == ShardingType.DATA_PARALLEL and len(ranks) == state.L.shape[1]:
+            state.put_all(st, v, m)
+        elif len(ranks) == 1:
+            state.put(ranks[0], st, v, m)
+        else:
+            state.put_ranks(np.array(ranks, dtype=np.int64), st, v, m)
+        if st in (TW, CW):
+            pieces.extend(Piece(t.name, st, v, m, r) for r in ranks)
+    return True
 
 
 def refine_plan(res: Resources, plan: ShardingPlan, evals: int = PAIR_EVALS, flat_iters: int = 0,

@@ -17,6 +17,28 @@ def test_zipf_miss_rate_falls_with_cache_and_skew() -> None:
     assert abs(zipf_miss_rate(5_000_000, 1.05, 0.01) - exact) < 1e-4
 
 
+
+def test_harmonic_memo_gives_the_bits_of_the_sum_it_replaces() -> None:
+    """`_harmonic` memoises its exact head sum (`_head_sum`): the same float as summing it afresh, whatever was
+    asked before (k below, at and above the 1,000-term head; int and float exponents)."""
+    import math
+
+    from sharding.cost import _harmonic, _head_sum
+
+    def fresh(k: float, a: float) -> float:
+        head = min(int(k), 1000)
+        s = float(np.sum(np.arange(1, head + 1, dtype=np.float64) ** -a)) if head else 0.0
+        if k <= 1000:
+            return s
+        integral = math.log(k / 1000.0) if abs(a - 1) < 1e-9 else (k ** (1 - a) - 1000.0 ** (1 - a)) / (1 - a)
+        return s + integral + (k ** -a - 1000.0 ** -a) / 2
+
+    _head_sum.cache_clear()
+    _harmonic.cache_clear()
+    cases = [(k, a) for a in (0.0, 0.6, 1, 1.0, 1.05, 1.3) for k in (0.5, 1.0, 7, 999.5, 1000, 1000.5, 4096.0, 1e7)]
+    for k, a in cases + cases[::-1]:
+        assert _harmonic(k, a).hex() == fresh(k, a).hex(), (k, a)
+
 def test_measured_miss_curve_replaces_the_estimate_and_uvm_costs_more() -> None:
     t = TableSpec("a", 1_000_000, 64, access=AccessSpec("zipf", 1.05))
     wl = PlanWorkload((t,), 1024)

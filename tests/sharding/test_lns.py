@@ -80,3 +80,107 @@ def test_flatten_then_pairs_go_below_pairs_alone_on_the_100_table_pick() -> None
     validate_plan(both, wl, topo, cost)
     assert cost.plan_cost(both) < cost.plan_cost(pairs)
     assert trec.plan_cost(both) <= trec.plan_cost(plan) * (1 + 1e-9)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tables(max_count=20), st.one_of(topologies(), topologies().map(_with_overheads)),
+       st.sampled_from([0.0, 0.25, 1.0]), st.booleans(), st.sampled_from([False, True, 2]))
+def test_loads_of_a_lazy_plan_are_bitwise_those_of_its_shards(ts, topo, theta, dp, lw) -> None:  # noqa: ANN001
+    """`loads_of` reads a `table_plan` plan by its shapes (no shards made): the same loads, counts, memory and
+    pieces, bit for bit, as from the same plan built from its `Shard`s."""
+    import numpy as np
+
+    from sharding.plan import ShardingPlan
+    wl = PlanWorkload(ts, 512, "train")
+    _, _, b = _setup(wl, topo)
+    try:
+        plan = b.pack(theta, 0.5, dp, lw)
+    except NoFit:
+        return
+    lazy = {n for n, tp in plan.tables.items() if "shards" not in tp.__dict__}
+    s1, p1 = loads_of(b.res, plan)
+    assert all("shards" not in plan.tables[n].__dict__ for n in lazy)  # read by shapes only
+    s2, p2 = loads_of(b.res, ShardingPlan.from_dict(plan.to_dict()))  # eager: one `put` per shard
+    assert s1.L.tobytes() == s2.L.tobytes() and np.array_equal(s1.count, s2.count)
+    assert all(s1.used[t].tobytes() == s2.used[t].tobytes() for t in s1.used)
+    assert [(p.table, p.st, p.rank, p.vec.tobytes(), p.mem) for p in p1] == \
+        [(p.table, p.st, p.rank, p.vec.tobytes(), p.mem) for p in p2]
+
+
+def _split_reference(state, a, b, pieces, out, t_cap, limit):  # noqa: ANN001, ANN202
+    """`lns._split` as it was before it priced only the splits that fit (every split's loads, then the masks)."""
+    import numpy as np
+
+    from sharding.lns import EPS, _bits
+    res, cnt = state.res, state.count
+    bits = _bits(len(pieces))
+    vecs = np.array([p.vec for p in pieces])
+    gis = np.array([p.gi for p in pieces])
+    act = np.any(vecs != 0, axis=0) | res.hold[np.unique(gis)].any(axis=0)
+    act[-1] = True
+    L0 = state.L
+    fixed = float(np.maximum(np.maximum(L0[:-1, a], L0[:-1, b]), out[:-1])[~act[:-1]].sum())
+    L, vecs, out, hold = L0[act], vecs[:, act], out[act], res.hold[:, act]
+    on_b = np.array([p.rank == b for p in pieces], dtype=np.float64)
+    la, lb = L[:, a] - (1 - on_b) @ vecs + (1 - bits) @ vecs, L[:, b] - on_b @ vecs + bits @ vecs
+    for g in np.unique(gis):
+        if not hold[g].any():
+            continue
+        mine = (gis == g).astype(np.float64)
+        for r, to_r, side, load in ((a, (1 - bits) @ mine, 1 - on_b, la), (b, bits @ mine, on_b, lb)):
+            holds = (cnt[g, r] - side @ mine + to_r > 0).astype(np.float64)
+            load += (holds - float(cnt[g, r] > 0))[:, None] * hold[g]
+    peak = np.maximum(la, lb)
+    primary = fixed + np.maximum(peak[:, :-1], out[None, :-1]).sum(axis=1)
+    ok = (primary <= limit * (1 + 1e-12)) & (peak[:, -1] <= max(t_cap, out[-1]) * (1 + 1e-12))
+    for tier in state.tiers:
+        mem = np.array([p.mem.get(tier, 0.0) for p in pieces])
+        if mem.any():
+            cap = state.cap[tier] * (1 + 1e-12)
+            to_b = bits @ mem
+            ok &= (state.used[tier][a] - (1 - on_b) @ mem + mem.sum() - to_b <= cap)
+            ok &= (state.used[tier][b] - on_b @ mem + to_b <= cap)
+    tables: dict[str, list[int]] = {}
+    for i, p in enumerate(pieces):
+        tables.setdefault(p.table, []).append(i)
+    for idx in (v for v in tables.values() if len(v) > 1):
+        ok &= bits[:, idx].sum(axis=1) == 1 if len(idx) == 2 else False
+    if not ok.any():
+        return None
+    rest = float(np.maximum(L0[:-1, a], L0[:-1, b])[~act[:-1]].sum())
+    obj = np.where(ok, primary + EPS * (rest + peak[:, :-1].sum(axis=1)), np.inf)
+    s = int(np.argmin(obj))
+    return float(obj[s]), bits[s] > 0.5
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tables(min_count=3, max_count=24), st.one_of(topologies(), topologies().map(_with_overheads)),
+       st.sampled_from([0.25, 1.0]), st.booleans())
+def test_a_pair_split_is_bitwise_the_reference_on_tight_and_loose_memory(ts, topo, theta, dp) -> None:  # noqa: ANN001
+    """`_split` prices only the splits that fit memory and column-block rules; its answer is bit for bit the
+    reference's, which priced every split, for every pair of ranks of a packing (holder overheads too)."""
+    import numpy as np
+
+    from sharding.lns import PAIR_PIECES, _split
+    wl = PlanWorkload(ts, 512, "train")
+    _, _, b = _setup(wl, topo)
+    try:
+        plan = b.pack(theta, 0.5, dp, False)
+    except NoFit:
+        return
+    state, pieces = loads_of(b.res, plan)
+    w = state.L.shape[1]
+    top = state.top3()
+    limit = float(state.L[:-1].max(axis=1).sum())
+    t_cap = float(state.L[-1].max())
+    for a in range(w):
+        for c in range(a + 1, w):
+            ps = [p for p in pieces if p.rank in (a, c)][:PAIR_PIECES]
+            if not ps:
+                continue
+            out = state._rest(top, a, np.array([c]))[:, 0]
+            for lim in (limit, limit * 0.999):
+                got, want = _split(state, a, c, ps, out, t_cap, lim), _split_reference(state, a, c, ps, out, t_cap, lim)
+                assert (got is None) == (want is None)
+                if got is not None:
+                    assert got[0].hex() == want[0].hex() and np.array_equal(got[1], want[1])

@@ -14,6 +14,7 @@ import numpy as np
 from sharding.cost import CostModel
 from sharding.layouts import table_plan
 from sharding.plan import ShardingPlan, ShardingType, TablePlan
+from sharding.relayout import _memory  # bytes per (tier, rank) of a table plan
 from sharding.trec_cost import TorchRecCostModel
 from sharding.workload import PlanError
 
@@ -148,16 +149,6 @@ def _held(cost: CostModel, name: str, i: int) -> float:
 
 
 PROMOTE_WORK = 4_000  # `promote`: plan evaluations × tables per call (the evaluations shrink as tables grow)
-
-
-def _memory(cost: CostModel, tp: TablePlan, tiers: list[str]) -> np.ndarray:
-    """Bytes per (tier, rank) that table plan `tp` takes."""
-    t = cost.tables[tp.name]
-    out = np.zeros((len(tiers), cost.topology.world_size))
-    for (rows, cols, tier, fraction), ranks in tp.alike().items():
-        for k, v in cost.shard_memory(t, tp.sharding_type, rows, cols, tier, fraction).items():
-            out[tiers.index(k), ranks] += v
-    return out
 
 
 def _levels_up(cost: CostModel, tp: TablePlan) -> list[tuple[str, float]]:

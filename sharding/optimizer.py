@@ -289,7 +289,7 @@ def _candidates(builder: Builder, found: list[tuple[str, ShardingPlan]],
     baselines: dict[str, ShardingPlan] = {}
     for name, fn in BASELINES.items():
         try:
-            baselines[name] = fn(workload, topology)
+            baselines[name] = fn(workload, topology, cost=cost)  # shares our model's memo of shard memory
         except PlanError:
             continue
     rate = {id(p): (cost.plan_cost(p), trec.plan_cost(p)) for p in [*baselines.values(), *(p for _, p in found)]}

@@ -50,11 +50,19 @@ def _finish(placed: dict[str, tuple[int, str]], wl: PlanWorkload, topo: Topology
     return ShardingPlan(topo.world_size, tables, optimizer=name)
 
 
-def greedy_plan(workload: PlanWorkload, topology: Topology, key: str) -> ShardingPlan:
+def _cost(workload: PlanWorkload, topology: Topology, cost: CostModel | None) -> CostModel:
+    """`cost` where it prices this workload on this topology (its memo of shard memory then serves every
+    baseline: the optimizer passes its own), else a new model. Shard memory reads nothing else of a model."""
+    if cost is not None and cost.workload is workload and cost.topology is topology:
+        return cost
+    return CostModel(workload, topology)
+
+
+def greedy_plan(workload: PlanWorkload, topology: Topology, key: str, cost: CostModel | None = None) -> ShardingPlan:
     """Largest `key` first onto the least-loaded rank (load = summed key) that still fits."""
     f = GREEDY_KEYS[key]
     topology = topology.reserve_inputs(workload.ids_per_batch)
-    cost, bins = CostModel(workload, topology), Bins(topology)
+    cost, bins = _cost(workload, topology, cost), Bins(topology)
     placed: dict[str, tuple[int, str]] = {}
     for t in sorted(workload.tables, key=f, reverse=True):
         r, tier = _place(cost, bins, t, lambda ok: int(np.argmin(np.where(ok, bins.load, np.inf))))
@@ -63,9 +71,9 @@ def greedy_plan(workload: PlanWorkload, topology: Topology, key: str) -> Shardin
     return _finish(placed, workload, topology, f"greedy_{key}")
 
 
-def round_robin_plan(workload: PlanWorkload, topology: Topology) -> ShardingPlan:
+def round_robin_plan(workload: PlanWorkload, topology: Topology, cost: CostModel | None = None) -> ShardingPlan:
     topology = topology.reserve_inputs(workload.ids_per_batch)
-    cost, bins = CostModel(workload, topology), Bins(topology)
+    cost, bins = _cost(workload, topology, cost), Bins(topology)
     w = topology.world_size
     placed = {}
     for i, t in enumerate(workload.tables):
@@ -76,19 +84,21 @@ def round_robin_plan(workload: PlanWorkload, topology: Topology) -> ShardingPlan
     return _finish(placed, workload, topology, "round_robin")
 
 
-def random_plan(workload: PlanWorkload, topology: Topology, seed: int = 0) -> ShardingPlan:
+def random_plan(workload: PlanWorkload, topology: Topology, seed: int = 0, cost: CostModel | None = None,
+                ) -> ShardingPlan:
     topology = topology.reserve_inputs(workload.ids_per_batch)
-    cost, bins = CostModel(workload, topology), Bins(topology)
+    cost, bins = _cost(workload, topology, cost), Bins(topology)
     rng = np.random.default_rng(seed)
     placed = {t.name: _place(cost, bins, t, lambda ok: int(rng.choice(np.flatnonzero(ok))))
               for t in workload.tables}
     return _finish(placed, workload, topology, "random")
 
 
-BASELINES: dict[str, Callable[[PlanWorkload, Topology], ShardingPlan]] = {
-    "greedy_size": lambda wl, tp: greedy_plan(wl, tp, "size"),
-    "greedy_lookups": lambda wl, tp: greedy_plan(wl, tp, "lookups"),
-    "greedy_size_lookups": lambda wl, tp: greedy_plan(wl, tp, "size_lookups"),
-    "round_robin": round_robin_plan,
-    "random": random_plan,
+# each takes an optional `cost=` (a model of the same workload and reserved topology whose memo it may use)
+BASELINES: dict[str, Callable[..., ShardingPlan]] = {
+    "greedy_size": lambda wl, tp, cost=None: greedy_plan(wl, tp, "size", cost),
+    "greedy_lookups": lambda wl, tp, cost=None: greedy_plan(wl, tp, "lookups", cost),
+    "greedy_size_lookups": lambda wl, tp, cost=None: greedy_plan(wl, tp, "size_lookups", cost),
+    "round_robin": lambda wl, tp, cost=None: round_robin_plan(wl, tp, cost),
+    "random": lambda wl, tp, cost=None: random_plan(wl, tp, 0, cost),
 }

@@ -73,7 +73,7 @@ from sharding.cost import CostModel, MissCurve
 from sharding.layouts import row_ranges
 from sharding.lns import PAIR_EVALS, refine_plan
 from sharding.milp import MilpStats, milp_refine
-from sharding.pack import Builder, NoFit, repolish
+from sharding.pack import Builder, NoFit, copy_placed, repolish
 from sharding.packing import Bins, no_room
 from sharding.plan import ShardingPlan, ShardingType
 from sharding.relayout import RELAYOUT_WORK, relayout
@@ -244,29 +244,37 @@ def _smallest_piece(trec_only: Builder) -> tuple[list[tuple[str, ShardingPlan]],
     found: list[tuple[str, ShardingPlan]] = []
     reference: dict[int, int | None] = {}
 
-    def pack(trec_columns: bool, moves: bool) -> ShardingPlan | None:
+    def pack(trec_columns: bool, both: bool) -> tuple[ShardingPlan | None, ShardingPlan] | None:
+        """The packing after sharding-type moves and, with `both`, before them too (first): one placement (a
+        `finish` without search or moves leaves it as placed; the moves start from a copy of it)."""
         b = Builder(res, tiers, 0, share=trec_only)
         b.least_loaded, b.torchrec_columns = True, trec_columns
-        b.retype_rounds = b.retype_rounds if moves else 0
         try:
-            return b.pack(0.0, 1.0, True, True, False, {t.name: b.choose(t, 0.0, 1.0, True, True, False)
-                                                        for t in workload.tables})
+            placed = b.placed(0.0, 1.0, True, True, False, {t.name: b.choose(t, 0.0, 1.0, True, True, False)
+                                                            for t in workload.tables})
         except NoFit:
             return None
+        if not both:
+            return None, b.finish(*placed)
+        again = copy_placed(*placed)
+        rounds, b.retype_rounds = b.retype_rounds, 0
+        first = b.finish(*placed)
+        b.retype_rounds = rounds
+        return first, b.finish(*again)
 
     for trec_columns in (True, False):
         if reference:  # TorchRec's options fitted: the moved packing from all of ours is a candidate only
-            if (plan := pack(False, True)) is not None:
-                found.append(("pack TorchRec-only finest-piece θ=0.0 μ=1.0 least-work", plan))
+            if (got := pack(False, False)) is not None:
+                found.append(("pack TorchRec-only finest-piece θ=0.0 μ=1.0 least-work", got[1]))
             break
-        if (placed := pack(trec_columns, False)) is None:
+        if (got := pack(trec_columns, True)) is None:
             continue
+        placed, moved = got
         ours = "" if trec_columns else " (our column blocks)"
         found.append((f"pack{REF_TAGS[3]}{ours} θ=0.0 μ=1.0 least-work", placed))
         reference[id(placed)] = None
-        if (moved := pack(trec_columns, True)) is not None:
-            found.append((f"pack{REF_TAGS[1]}{ours} θ=0.0 μ=1.0 least-work", moved))
-            reference[id(moved)] = id(placed)
+        found.append((f"pack{REF_TAGS[1]}{ours} θ=0.0 μ=1.0 least-work", moved))
+        reference[id(moved)] = id(placed)
     return found, reference
 
 
@@ -281,7 +289,7 @@ def _candidates(builder: Builder, found: list[tuple[str, ShardingPlan]],
     baselines: dict[str, ShardingPlan] = {}
     for name, fn in BASELINES.items():
         try:
-            baselines[name] = fn(workload, topology)
+            baselines[name] = fn(workload, topology, cost=cost)  # shares our model's memo of shard memory
         except PlanError:
             continue
     rate = {id(p): (cost.plan_cost(p), trec.plan_cost(p)) for p in [*baselines.values(), *(p for _, p in found)]}

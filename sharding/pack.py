@@ -18,6 +18,7 @@ instead of alone; it cost 0.2 s on 856 tables for 0.3% of step time.)
 """
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 
 import numpy as np
@@ -29,7 +30,7 @@ from sharding.plan import ShardingPlan, ShardingType
 from sharding.search import _TOL, HOT_RANKS, STYPES, Loads, Piece, Resources, local_search
 from sharding.search_kernels import better, pairwise_sum, place_all, place_cut, place_groups, put_blocks
 
-__all__ = ["Builder", "NoFit", "repolish", "retype", "Option", "RETYPE_ROUNDS"]
+__all__ = ["Builder", "NoFit", "repolish", "retype", "copy_placed", "Option", "RETYPE_ROUNDS"]
 
 TW, CW, RW, TWRW, DP = (ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE, ShardingType.ROW_WISE,
                         ShardingType.TABLE_ROW_WISE, ShardingType.DATA_PARALLEL)
@@ -212,6 +213,12 @@ class Builder:
              ) -> ShardingPlan:
         """One packing; `choice` (table -> type, pieces), if given, is what `choose` returns for these arguments
         (the caller already computed it)."""
+        return self.finish(*self.placed(theta, mu, allow_dp, least_work, twrw_first, choice, uniform))
+
+    def placed(self, theta: float, mu: float, allow_dp: bool, least_work: bool | int = False,
+               twrw_first: bool = False, choice: dict[str, tuple[ShardingType, int]] | None = None,
+               uniform: ShardingType | None = None) -> tuple[Loads, list[Piece], Layout]:
+        """`pack` before `finish`: the shards placed greedily, as (loads, movable pieces, layout); raises `NoFit`."""
         topo = self.topo
         w, h = topo.world_size, min(topo.ranks_per_host, topo.world_size)
         choice = dict(choice) if choice is not None else {
@@ -266,7 +273,7 @@ class Builder:
             for (*_, name), best in zip(groups, hosts.tolist(), strict=True):
                 layout[name] = (TWRW, list(range(best * h, best * h + h)))
         self.place(state, pieces)
-        return self.finish(state, pieces, layout)
+        return state, pieces, layout
 
     def _fit_replicas(self, choice: dict[str, tuple[ShardingType, int]], theta: float, mu: float,
                       least_work: bool | int, twrw_first: bool, uniform: ShardingType | None = None) -> None:
@@ -362,6 +369,15 @@ def _snapshot(state: Loads) -> tuple:
 def _restore(state: Loads, snap: tuple) -> None:
     state.L, state.count, used, state.const = snap[0], snap[1], snap[2], snap[3]
     state.used = used
+
+
+def copy_placed(state: Loads, pieces: list[Piece], layout: Layout) -> tuple[Loads, list[Piece], Layout]:
+    """An independent copy of `Builder.placed`'s result (loads, pieces, layout), for a second `finish`."""
+    other = copy.copy(state)
+    other.L, other.count, other.load = state.L.copy(), state.count.copy(), state.load.copy()
+    other.used = {k: v.copy() for k, v in state.used.items()}
+    return (other, [Piece(p.table, p.st, p.vec, p.mem, p.rank) for p in pieces],
+            {k: (st, list(ranks)) for k, (st, ranks) in layout.items()})
 
 
 def _refresh_const(state: Loads) -> None:

@@ -120,3 +120,48 @@ def test_torchrec_column_options_memo_matches_filtering_on_every_choose(seed: in
                                                 (1.0, 3, False, None), (1.0, False, True, TWRW)):
                 assert b.choose(t, theta, mu, allow_dp, least, twrw, uniform) == \
                     inline.choose(t, theta, mu, allow_dp, least, twrw, uniform)
+
+
+def _plan_json(plan) -> str:  # noqa: ANN001
+    import json
+    return json.dumps(plan.to_dict(), sort_keys=True)
+
+
+@pytest.mark.parametrize("tables, hw, ranks", [("random:60:3", "dgx_h100_x2", 16), ("random:40:5", "dgx_h100", 8)])
+def test_one_placement_finished_twice_is_two_fresh_packings(tables: str, hw: str, ranks: int) -> None:
+    """`_smallest_piece` places once and finishes the placement without moves and a copy of it with moves
+    (`copy_placed`): each plan is, byte for byte, the one a fresh `pack` with those settings makes."""
+    from sharding.pack import copy_placed
+    wl = PlanWorkload(load_tables(tables), 1024)
+    topo = load_topology(hw, ranks).reserve_inputs(wl.ids_per_batch)
+    for least_loaded in (True, False):
+        for args in ((0.0, 1.0, True, True, False), (0.5, 1.0, True, False, True)):
+            def fresh(rounds: int, least_loaded: bool = least_loaded) -> Builder:
+                b = _builder(wl, topo)
+                b.least_loaded, b.retype_rounds = least_loaded, rounds
+                return b
+            want_placed, want_moved = fresh(0).pack(*args), fresh(24).pack(*args)
+            b = fresh(0)
+            placed = b.placed(*args)
+            again = copy_placed(*placed)
+            got_placed = b.finish(*placed)  # no moves: must leave the copy as it was placed
+            b.retype_rounds = 24
+            got_moved = b.finish(*again)
+            assert _plan_json(got_placed) == _plan_json(want_placed)
+            assert _plan_json(got_moved) == _plan_json(want_moved)
+
+
+def test_baselines_on_a_shared_model_are_the_plans_on_their_own() -> None:
+    """The optimizer passes its own `CostModel` to the baselines (`cost=`); the plans are the same, and a model
+    of another topology is not used."""
+    for tables, hw, ranks in (("random:80:4", "dgx_h100_x2", 16), ("random:120:7", "dgx_h100", 8)):
+        wl = PlanWorkload(load_tables(tables), 512)
+        topo = load_topology(hw, ranks).reserve_inputs(wl.ids_per_batch)
+        shared, other = CostModel(wl, topo), CostModel(wl, load_topology(hw, 4).reserve_inputs(wl.ids_per_batch))
+        for fn in BASELINES.values():
+            try:
+                want = _plan_json(fn(wl, topo))
+            except PlanError:
+                continue
+            assert _plan_json(fn(wl, topo, cost=shared)) == want
+            assert _plan_json(fn(wl, topo, cost=other)) == want

@@ -475,6 +475,7 @@ def _rank_main(args: argparse.Namespace) -> int:
         rank, world = dist.get_rank(), dist.get_world_size()
         machine = fingerprint() if rank == 0 else {}  # before the others start: a quiet probe
         dist.barrier()
+        ref = {"start": _reference(world)}  # every rank at once, as the measured ranks run
         llc, phases, rounds = llc_bytes(), dict.fromkeys(PHASES, 0.0), []
         for r in range(args.rounds):
             m: dict[str, Any] = {"order": rotated(PHASES, r)}
@@ -495,13 +496,32 @@ def _rank_main(args: argparse.Namespace) -> int:
                 phases[phase] = round(phases[phase] + time.perf_counter() - t0, 2)
             m["loadavg"] = loadavg()
             rounds.append(m)
+        ref["end"] = _reference(world)
         if rank == 0:
             machine["loadavg_end"] = loadavg()
+            machine["reference"] = {**ref, "how": REFERENCE_HOW}
             write_yaml(args.out, rounds, world, {"machine": machine, "phase_s": phases, "llc": llc})
         dist.barrier()
     finally:
         dist.destroy_process_group()
     return 0
+
+
+REFERENCE_HOW = ("benchmarks.perfmodel.reference.probe in every rank at once, median over ranks; at the start and "
+                 "the end of the calibration (the calibration's reference: their geometric mean)")
+
+
+def _reference(world: int) -> dict[str, float]:
+    """The speed reference probed by every rank at once (after a barrier), each field's median over ranks."""
+    import torch.distributed as dist
+
+    from benchmarks.perfmodel.reference import combine, probe
+
+    dist.barrier()
+    mine = probe()
+    got: list[Any] = [None] * world
+    dist.all_gather_object(got, mine)
+    return {**combine(got), "ranks": world}
 
 
 def _fit_points(points: list[dict], x: str, y: str) -> tuple[float, float]:
@@ -743,6 +763,10 @@ def write_yaml(out: str, rounds: list[dict[str, Any]], world: int, extra: dict[s
           f"{near_bwd['id_s'] * 1e9:.2f} ns, {near_bwd['call_s'] * 1e6:.0f} µs; LLC {llc / 2**20:.0f} MiB); "
           f"phases (s, summed over rounds) {extra['phase_s']}; load {extra['machine'].get('loadavg')} → "
           f"{extra['machine'].get('loadavg_end')}")
+    for k, r in ((k, (extra["machine"].get("reference") or {}).get(k)) for k in ("start", "end")):
+        if isinstance(r, dict):
+            print(f"speed reference at the {k}: copy {r['copy_bandwidth'] / 1e9:.1f} GB/s, lookup "
+                  f"{r['lookup_s'] * 1e3:.3f} ms, MLP {r['mlp_s'] * 1e3:.2f} ms ({r.get('ranks')} ranks at once)")
     print(f"lookup bandwidth {_g(bw)} GB/s, backward multiplier {mult:.2f}, dense optimizer "
           f"{_g(opt_bw)} GB/s, gloo " + ", ".join(f"{op} {lat * 1e6:.0f} µs + {_g(b)} GB/s"
                                                  for op, (lat, b) in links.items())

@@ -1,9 +1,11 @@
 """A short speed reference that follows the machine's state: what a rank gets now, against what it got when the
 calibration was taken.
 
-The probe (`probe`, about 1 s, one torch thread) times three fixed pieces of work, each a fixed number of calls
-(a counted budget, never a time limit), median over the calls:
-  copy_bandwidth  numpy copies of a 32 MiB float64 array, bytes read + written / median copy time (memory-bound)
+The probe (`probe`, about 1 s, one torch thread) times three fixed pieces of work, each in a fixed number of
+blocks of a fixed number of calls (a counted budget, never a time limit); a figure is the median over blocks of a
+block's time / its calls. A block lasts tens of ms, longer than a scheduler slice, so a rank that shares its core
+(another rank, a busy loop) reads its share: a single 0.3 ms call runs whole between slices and would not.
+  copy_bandwidth  numpy copies of a 32 MiB float64 array, bytes read + written / time per copy (memory-bound)
   lookup_s        one FBGEMM TBE forward (what DMP's fused kernel runs) over a fixed 200,000 × 64 fp32 table,
                   batch 512, 16 seeded uniform ids per bag (the step's lookup kernel)
   mlp_s           forward + backward of a fixed 256-wide 2-layer MLP on a batch of 256 (compute-bound)
@@ -33,21 +35,24 @@ __all__ = ["probe", "run_probes", "combine", "ratios", "rescale_hardware", "refe
 FIELDS = ("copy_bandwidth", "lookup_s", "mlp_s")
 REF_TOLERANCE = 0.25  # a quiet VM's reference repeats within ~10%; section 12's slow state was 3× off
 RESCALE_MODES = ("none", "reference", "compute")
-COPY_MIB, COPY_CALLS = 32, 15
-LOOKUP_ROWS, LOOKUP_DIM, LOOKUP_BATCH, LOOKUP_POOL, LOOKUP_CALLS = 200_000, 64, 512, 16, 100
-MLP_WIDTH, MLP_BATCH, MLP_CALLS = 256, 256, 40
+BLOCKS = 7  # timed blocks per piece of work; the figure is their median
+COPY_MIB, COPY_CALLS = 32, 4  # calls per block
+LOOKUP_ROWS, LOOKUP_DIM, LOOKUP_BATCH, LOOKUP_POOL, LOOKUP_CALLS = 200_000, 64, 512, 16, 50
+MLP_WIDTH, MLP_BATCH, MLP_CALLS = 256, 256, 4
 
 
-def _median_call(fn, calls: int, warmup: int = 3) -> float:
+def _median_call(fn, calls: int, blocks: int = BLOCKS, warmup: int = 2) -> float:
+    """Median over `blocks` blocks of `calls` back-to-back calls of the block's time / `calls`."""
     import time
 
     for _ in range(warmup):
         fn()
     out = []
-    for _ in range(calls):
+    for _ in range(blocks):
         t0 = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t0)
+        for _ in range(calls):
+            fn()
+        out.append((time.perf_counter() - t0) / calls)
     return float(np.median(out))
 
 
@@ -136,14 +141,14 @@ def ratios(now: dict[str, float], cal: dict[str, float]) -> dict[str, float]:
                                  * float(cal["mlp_s"]) / float(now["mlp_s"]))}
 
 
-def drift_warning(r: dict[str, float], where: str, tolerance: float = REF_TOLERANCE) -> str | None:
+def drift_warning(r: dict[str, float], where: str, tolerance: float = REF_TOLERANCE,
+                  against: str = "the calibration's") -> str | None:
     """One warning line when either ratio is off 1 by more than `tolerance`, else None."""
-    off = {k: v for k, v in r.items() if abs(v - 1) > tolerance}
-    if not off:
+    if all(abs(r[k] - 1) <= tolerance for k in ("bandwidth", "compute")):
         return None
     return (f"warning: {where}: the speed reference reads bandwidth ×{r['bandwidth']:.2f}, compute "
-            f"×{r['compute']:.2f} of the calibration's (tolerance ±{100 * tolerance:.0f}%): the calibrated prices "
-            "may be off by as much (--rescale reference prices by it)")
+            f"×{r['compute']:.2f} of {against} (tolerance ±{100 * tolerance:.0f}%): the calibrated prices "
+            "may be off by as much (validate-cost --rescale reference prices by it)")
 
 
 def rescale_hardware(data: dict[str, Any], r: dict[str, float], mode: str = "reference") -> dict[str, Any]:

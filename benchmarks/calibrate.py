@@ -156,14 +156,26 @@ def fit_lookup(points: list[dict[str, Any]], llc: int, y: str = "fwd_s", unique:
 
     terms = np.array([lookup_terms(p, llc, unique) for p in points])
     a = np.column_stack([np.ones(len(points)), terms])
+    if unique:  # + a cost per distinct row, whatever its width (ROW_NOTE)
+        a = np.column_stack([a, [float(p["unique_rows"]) for p in points]])
     t = np.array([p[y] for p in points])
     w = 1.0 / np.maximum(t, 1e-9)  # relative error: a small point's residual counts as much as a large one's
     coef, _ = nnls(a * w[:, None], t * w)
     pred = a @ coef
     res = np.abs(pred - t) / np.maximum(t, 1e-12)
-    return {"call_s": float(coef[0]), "id_s": float(coef[1]), "near_bandwidth": float(1 / max(coef[2], 1e-15)),
-            "dram_bandwidth": float(1 / max(coef[3], 1e-15)), "median_residual": float(np.median(res)),
-            "max_residual": float(res.max())}
+    out = {"call_s": float(coef[0]), "id_s": float(coef[1]), "near_bandwidth": float(1 / max(coef[2], 1e-15)),
+           "dram_bandwidth": float(1 / max(coef[3], 1e-15)), "median_residual": float(np.median(res)),
+           "max_residual": float(res.max())}
+    if unique:
+        out["row_s"] = float(coef[4])
+    return out
+
+
+ROW_NOTE = ("row_bytes: the backward's fused row-wise update costs about the same per distinct row at dim 16 and 128 "
+            "(0.5-1 µs per row on the 2-core VM, 2026-12-02): a cost per distinct row, not per byte. Without it the "
+            "grid's fit put that cost on the ids (185 ns per id), so hot Zipf and small tables, with far fewer "
+            "distinct rows than ids, were priced as if every id updated a row (results/validation/"
+            "costmodel_rounds_20261201.md, section 13)")
 
 
 def residual(points: list[dict], x: str, y: str, fit: tuple[float, float]) -> tuple[float, float]:
@@ -551,6 +563,8 @@ def lookup_weights(near: dict[str, float], near_bwd: dict[str, float], unique: b
            for stage, f in (("lookup", near), ("lookup_bwd", near_bwd))}
     if unique:
         out["lookup_bwd"]["unique_rows"] = 1.0
+        if near_bwd.get("row_s"):
+            out["lookup_bwd"]["row_bytes"] = round(near_bwd["row_s"] * near_bwd["near_bandwidth"], 2)
     return out
 
 

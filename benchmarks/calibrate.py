@@ -5,7 +5,9 @@ with provenance and date.
 Runs as a job of N local ranks (gloo/CPU), every rank measuring at once as ranks of a real job do:
   machine            CPU model, cores, last-level cache (LLC), memory, load average and a 1-second copy-bandwidth
                      probe (`benchmarks.perfmodel.machine`), stored so a later user can be warned when the file
-                     is used on another machine (`check_hardware_file`).
+                     is used on another machine (`check_hardware_file`); and the speed reference
+                     (`benchmarks.perfmodel.reference`), every rank at once, at the start and the end
+                     (`machine.reference`): what `validate-cost` compares each round's with.
   lookup bandwidth   FBGEMM TBE forward (what DMP's fused kernel runs) on one table per row size (dims 16/128)
                      × table size (0.25 and 8 × the LLC) × locality (uniform, Zipf 1.05) × B 512/2048, 16 ids
                      per bag; bytes as the cost model counts them: ids·dim·4 + ids·8 + bags·dim·4. Tier bandwidth
@@ -19,7 +21,8 @@ Runs as a job of N local ranks (gloo/CPU), every rank measuring at once as ranks
                      `lookup_model.backward` fits its rows once per distinct row the batch touches (the fused
                      update reads and writes each once), and the model prices the backward so
                      (`lookup_weights.lookup_bwd.unique_rows`: hot Zipf tables update far fewer rows than they
-                     look up, while the stage plans below, uniform, touch about one row per id).
+                     look up, while the stage plans below, uniform, touch about one row per id), plus a cost per
+                     distinct row whatever its width (`lookup_bwd.row_bytes`, ROW_NOTE).
   dense optimizer    TorchRec RowWiseAdagrad step on dense fp32 tables of 3 sizes: bandwidth = 1 / slope of
                      time = c + parameter bytes / bw, relative least squares (the step of data-parallel tables).
   collectives        gloo all_to_all_single, reduce_scatter_tensor, all_gather_into_tensor and all_reduce of

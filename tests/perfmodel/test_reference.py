@@ -113,3 +113,11 @@ def test_rescore_rescaled_by_the_runs_reference(tmp_path, capsys) -> None:
     err = capsys.readouterr().err
     last = err.strip().splitlines()[-1]  # after the fingerprint warning: one error line
     assert last.startswith("dlrmbench validate-cost: error: --rescale reference") and "no speed reference" in last
+
+
+def test_a_live_run_refuses_to_rescale_a_file_without_a_reference_before_measuring(tmp_path, capsys) -> None:
+    records = tmp_path / "r.jsonl"
+    assert validate_cost.main(["--rescale", "reference", "--hardware", "dev_2core", "--model", "none",
+                               "--records", str(records)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "has no speed reference" in err[0] and not records.exists()

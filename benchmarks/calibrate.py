@@ -5,7 +5,9 @@ with provenance and date.
 Runs as a job of N local ranks (gloo/CPU), every rank measuring at once as ranks of a real job do:
   machine            CPU model, cores, last-level cache (LLC), memory, load average and a 1-second copy-bandwidth
                      probe (`benchmarks.perfmodel.machine`), stored so a later user can be warned when the file
-                     is used on another machine (`check_hardware_file`).
+                     is used on another machine (`check_hardware_file`); and the speed reference
+                     (`benchmarks.perfmodel.reference`), every rank at once, at the start and the end
+                     (`machine.reference`): what `validate-cost` compares each round's with.
   lookup bandwidth   FBGEMM TBE forward (what DMP's fused kernel runs) on one table per row size (dims 16/128)
                      × table size (0.25 and 8 × the LLC) × locality (uniform, Zipf 1.05) × B 512/2048, 16 ids
                      per bag; bytes as the cost model counts them: ids·dim·4 + ids·8 + bags·dim·4. Tier bandwidth
@@ -19,7 +21,8 @@ Runs as a job of N local ranks (gloo/CPU), every rank measuring at once as ranks
                      `lookup_model.backward` fits its rows once per distinct row the batch touches (the fused
                      update reads and writes each once), and the model prices the backward so
                      (`lookup_weights.lookup_bwd.unique_rows`: hot Zipf tables update far fewer rows than they
-                     look up, while the stage plans below, uniform, touch about one row per id).
+                     look up, while the stage plans below, uniform, touch about one row per id), plus a cost per
+                     distinct row whatever its width (`lookup_bwd.row_bytes`, ROW_NOTE).
   dense optimizer    TorchRec RowWiseAdagrad step on dense fp32 tables of 3 sizes: bandwidth = 1 / slope of
                      time = c + parameter bytes / bw, relative least squares (the step of data-parallel tables).
   collectives        gloo all_to_all_single, reduce_scatter_tensor, all_gather_into_tensor and all_reduce of
@@ -156,14 +159,26 @@ def fit_lookup(points: list[dict[str, Any]], llc: int, y: str = "fwd_s", unique:
 
     terms = np.array([lookup_terms(p, llc, unique) for p in points])
     a = np.column_stack([np.ones(len(points)), terms])
+    if unique:  # + a cost per distinct row, whatever its width (ROW_NOTE)
+        a = np.column_stack([a, [float(p["unique_rows"]) for p in points]])
     t = np.array([p[y] for p in points])
     w = 1.0 / np.maximum(t, 1e-9)  # relative error: a small point's residual counts as much as a large one's
     coef, _ = nnls(a * w[:, None], t * w)
     pred = a @ coef
     res = np.abs(pred - t) / np.maximum(t, 1e-12)
-    return {"call_s": float(coef[0]), "id_s": float(coef[1]), "near_bandwidth": float(1 / max(coef[2], 1e-15)),
-            "dram_bandwidth": float(1 / max(coef[3], 1e-15)), "median_residual": float(np.median(res)),
-            "max_residual": float(res.max())}
+    out = {"call_s": float(coef[0]), "id_s": float(coef[1]), "near_bandwidth": float(1 / max(coef[2], 1e-15)),
+           "dram_bandwidth": float(1 / max(coef[3], 1e-15)), "median_residual": float(np.median(res)),
+           "max_residual": float(res.max())}
+    if unique:
+        out["row_s"] = float(coef[4])
+    return out
+
+
+ROW_NOTE = ("row_bytes: the backward's fused row-wise update costs about the same per distinct row at dim 16 and 128 "
+            "(0.5-1 µs per row on the 2-core VM, 2026-12-02): a cost per distinct row, not per byte. Without it the "
+            "grid's fit put that cost on the ids (185 ns per id), so hot Zipf and small tables, with far fewer "
+            "distinct rows than ids, were priced as if every id updated a row (results/validation/"
+            "costmodel_rounds_20261201.md, section 13)")
 
 
 def residual(points: list[dict], x: str, y: str, fit: tuple[float, float]) -> tuple[float, float]:
@@ -475,6 +490,7 @@ def _rank_main(args: argparse.Namespace) -> int:
         rank, world = dist.get_rank(), dist.get_world_size()
         machine = fingerprint() if rank == 0 else {}  # before the others start: a quiet probe
         dist.barrier()
+        ref = {"start": _reference(world)}  # every rank at once, as the measured ranks run
         llc, phases, rounds = llc_bytes(), dict.fromkeys(PHASES, 0.0), []
         for r in range(args.rounds):
             m: dict[str, Any] = {"order": rotated(PHASES, r)}
@@ -495,13 +511,32 @@ def _rank_main(args: argparse.Namespace) -> int:
                 phases[phase] = round(phases[phase] + time.perf_counter() - t0, 2)
             m["loadavg"] = loadavg()
             rounds.append(m)
+        ref["end"] = _reference(world)
         if rank == 0:
             machine["loadavg_end"] = loadavg()
+            machine["reference"] = {**ref, "how": REFERENCE_HOW}
             write_yaml(args.out, rounds, world, {"machine": machine, "phase_s": phases, "llc": llc})
         dist.barrier()
     finally:
         dist.destroy_process_group()
     return 0
+
+
+REFERENCE_HOW = ("benchmarks.perfmodel.reference.probe in every rank at once, median over ranks; at the start and "
+                 "the end of the calibration (the calibration's reference: their geometric mean)")
+
+
+def _reference(world: int) -> dict[str, float]:
+    """The speed reference probed by every rank at once (after a barrier), each field's median over ranks."""
+    import torch.distributed as dist
+
+    from benchmarks.perfmodel.reference import combine, probe
+
+    dist.barrier()
+    mine = probe()
+    got: list[Any] = [None] * world
+    dist.all_gather_object(got, mine)
+    return {**combine(got), "ranks": world}
 
 
 def _fit_points(points: list[dict], x: str, y: str) -> tuple[float, float]:
@@ -531,6 +566,8 @@ def lookup_weights(near: dict[str, float], near_bwd: dict[str, float], unique: b
            for stage, f in (("lookup", near), ("lookup_bwd", near_bwd))}
     if unique:
         out["lookup_bwd"]["unique_rows"] = 1.0
+        if near_bwd.get("row_s"):
+            out["lookup_bwd"]["row_bytes"] = round(near_bwd["row_s"] * near_bwd["near_bandwidth"], 2)
     return out
 
 
@@ -743,6 +780,10 @@ def write_yaml(out: str, rounds: list[dict[str, Any]], world: int, extra: dict[s
           f"{near_bwd['id_s'] * 1e9:.2f} ns, {near_bwd['call_s'] * 1e6:.0f} µs; LLC {llc / 2**20:.0f} MiB); "
           f"phases (s, summed over rounds) {extra['phase_s']}; load {extra['machine'].get('loadavg')} → "
           f"{extra['machine'].get('loadavg_end')}")
+    for k, r in ((k, (extra["machine"].get("reference") or {}).get(k)) for k in ("start", "end")):
+        if isinstance(r, dict):
+            print(f"speed reference at the {k}: copy {r['copy_bandwidth'] / 1e9:.1f} GB/s, lookup "
+                  f"{r['lookup_s'] * 1e3:.3f} ms, MLP {r['mlp_s'] * 1e3:.2f} ms ({r.get('ranks')} ranks at once)")
     print(f"lookup bandwidth {_g(bw)} GB/s, backward multiplier {mult:.2f}, dense optimizer "
           f"{_g(opt_bw)} GB/s, gloo " + ", ".join(f"{op} {lat * 1e6:.0f} µs + {_g(b)} GB/s"
                                                  for op, (lat, b) in links.items())

@@ -115,16 +115,18 @@ def merge_rounds(rounds: list[list[dict]], base: Path | None = None) -> list[dic
     """One summary per case: median over rounds of the measured step and per-rank embedding times (plan files
     looked up as `_plan_dict` does)."""
     by_case: dict[str, list[dict]] = {}
-    for recs in rounds:
+    index: dict[str, list[int]] = {}
+    for k, recs in enumerate(rounds):
         for r in recs:
             by_case.setdefault(r["case"], []).append(r)
+            index.setdefault(r["case"], []).append(k)
     out = []
     for case, recs in by_case.items():
         first = recs[0]
         ranks = [rank_values(r, "embedding_time") for r in recs]
         steps = [float(metric_value(r, "step_time") or 0.0) for r in recs]
         out.append({"case": case, "types": first["plan"]["sharding_types"], "rounds": len(recs),
-                    "run_ids": [r["run_id"] for r in recs], "round_steps": steps,
+                    "run_ids": [r["run_id"] for r in recs], "round_steps": steps, "round_index": index[case],
                     "measured": float(np.median(steps)),
                     "ours": metric_value(first, "predicted_step_time"),
                     "torchrec": metric_value(first, "torchrec_predicted_step_time"),
@@ -236,6 +238,107 @@ def learned_predictions(cases: list[dict], overrides: dict[str, list[str]], hard
         c["rank_learned"] = [1e3 * x for x in lcm.rank_seconds(plan)]
 
 
+def round_errors(cases: list[dict], n_rounds: int) -> list[float | None]:
+    """Per round, the median over cases of |ours − that round's measured step| / measured (None: no case)."""
+    per: list[list[float]] = [[] for _ in range(n_rounds)]
+    for c in cases:
+        for k, m in zip(c.get("round_index") or [], c.get("round_steps") or [], strict=False):
+            e = _err(c.get("ours"), m)
+            if e is not None and k < n_rounds:
+                per[k].append(e)
+    return [float(np.median(v)) if v else None for v in per]
+
+
+def hardware_reference(hardware: str) -> dict[str, float] | None:
+    """The speed reference a calibrated hardware YAML stored (`reference.reference_of`), None for presets and
+    files without one."""
+    import yaml
+
+    from benchmarks.perfmodel.reference import reference_of
+
+    p = Path(hardware)
+    if p.suffix not in (".yaml", ".yml") or not p.is_file():
+        return None
+    try:
+        data = yaml.safe_load(p.read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+    return reference_of(data) if isinstance(data, dict) else None
+
+
+def reference_lines(refs: list[dict | None], cal: dict[str, float] | None, errors: list[float | None],
+                    ) -> tuple[list[str], list[str]]:
+    """(one line per round: its speed reference, its ratios to the calibration's and its median step error;
+    one warning line per round whose ratio is off by more than `REF_TOLERANCE`)."""
+    from benchmarks.perfmodel.reference import REF_TOLERANCE, drift_warning, ratios
+
+    lines, warns = [f"speed reference per round (tolerance ±{100 * REF_TOLERANCE:.0f}% of the calibration's):"], []
+    for k, ref in enumerate(refs):
+        err = errors[k] if k < len(errors) else None
+        if not ref:
+            lines.append(f"- round {k + 1}: no reference; median step error (ours) {_fmt(err, True)}")
+            continue
+        head = (f"- round {k + 1}: copy {ref['copy_bandwidth'] / 1e9:.1f} GB/s, lookup {1e3 * ref['lookup_s']:.3f} "
+                f"ms, MLP {1e3 * ref['mlp_s']:.2f} ms")
+        if cal:
+            r = ratios(ref, cal)
+            head += f"; ratio to the calibration's: bandwidth {r['bandwidth']:.2f}, compute {r['compute']:.2f}"
+            w = drift_warning(r, f"round {k + 1}")
+            if w:
+                warns.append(w)
+        lines.append(f"{head}; median step error (ours) {_fmt(err, True)}")
+    if not cal:
+        lines.append("  (the hardware file has no speed reference: re-run `dlrmbench calibrate` to record one)")
+    return lines, warns
+
+
+def run_reference(refs: list[dict | None]) -> dict[str, float] | None:
+    """A run's reference: each field's median over its rounds' references (None when none has one)."""
+    from benchmarks.perfmodel.reference import combine
+
+    got = [r for r in refs if r]
+    return combine(got) if got else None
+
+
+def rescaled_hardware(hardware: str, refs: list[dict | None], mode: str) -> str:
+    """`--rescale`: a temporary copy of `hardware` priced at the run's speed (`reference.rescale_hardware` with
+    the ratio of the run's reference to the calibration's); `hardware` itself for mode "none". InputError when
+    either side has no reference."""
+    import tempfile
+
+    import yaml
+
+    from benchmarks.perfmodel.reference import ratios, rescale_hardware
+
+    if mode == "none":
+        return hardware
+    cal, now = hardware_reference(hardware), run_reference(refs)
+    if cal is None:
+        raise InputError(f"--rescale {mode}: the hardware file {hardware!r} has no speed reference (re-run "
+                         "`dlrmbench calibrate` to record one)")
+    if now is None:
+        raise InputError(f"--rescale {mode}: the run has no speed reference (measured before validate-cost "
+                         "recorded one)")
+    data = yaml.safe_load(Path(hardware).read_text())
+    out = rescale_hardware(data, ratios(now, cal), mode)
+    fd, path = tempfile.mkstemp(prefix="dlrmbench-rescaled-", suffix=".yaml")
+    with open(fd, "w") as f:
+        yaml.safe_dump(out, f, sort_keys=False)
+    return path
+
+
+def _probe_reference(world: int) -> dict | None:
+    """The speed reference with `world` processes at once (`reference.run_probes`); None (and one warning line)
+    when it cannot run."""
+    from benchmarks.perfmodel.reference import run_probes
+
+    try:
+        return run_probes(world)
+    except Exception as e:  # noqa: BLE001 - a failed probe must not lose the validation
+        print(f"warning: the speed reference did not run: {one_line(e)}", file=sys.stderr)
+        return None
+
+
 def _stats(v: list[float]) -> dict[str, float]:
     return {"median": float(np.median(v)), "p90": float(np.quantile(v, 0.9))} if v else {}
 
@@ -303,6 +406,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=int, default=20, help="timed steps per case and round")
     p.add_argument("--records", default="results/records.jsonl")
     p.add_argument("--timeout", type=float, default=300.0)
+    p.add_argument("--rescale", default="none", choices=("none", "reference", "compute"),
+                   help="price on the calibration scaled by the speed reference measured before each round "
+                   "against the calibration's: 'reference' = bandwidths × the bandwidth ratio, fixed times / the "
+                   "compute ratio; 'compute' = everything by the compute ratio; default none")
     p.add_argument("--rescore", default="", metavar="RUN_ID", help="measure nothing: price the cases of an "
                    "earlier validate-cost run in --records (its run id, or 'latest') with --hardware and --model "
                    "and print the tables (nothing is written)")
@@ -338,13 +445,25 @@ def default_model(given: str) -> str:
     return str(trained) if trained.is_file() else ""
 
 
-def _rescore(records: str, run_id: str, hw: str, model: dict | None, model_path: str) -> int:
-    """`--rescore`: the tables of an earlier run's measurements, priced on `hw` (and `model`)."""
+def _rescore(records: str, run_id: str, hw: str, model: dict | None, model_path: str, mode: str = "none") -> int:
+    """`--rescore`: the tables of an earlier run's measurements, priced on `hw` (and `model`; `mode`: `hw`
+    rescaled by the run's speed reference, `rescaled_hardware`)."""
     try:
         val, per_round = rescored_rounds(records, run_id)
+        refs = list(val.get("reference") or [])
+        priced = rescaled_hardware(hw, refs, mode)
     except (InputError, OSError) as e:
         print(f"dlrmbench validate-cost: error: {one_line(e)}", file=sys.stderr)
         return 2
+    try:
+        return _rescore_priced(records, val, per_round, refs, hw, priced, model, model_path, mode)
+    finally:
+        if priced != hw:
+            Path(priced).unlink(missing_ok=True)
+
+
+def _rescore_priced(records: str, val: dict, per_round: list[list[dict]], refs: list, hw: str, priced: str,
+                    model: dict | None, model_path: str, mode: str) -> int:
     cases = merge_rounds(per_round, Path(records).resolve().parent)
     lost = [c["case"] for c in cases if not c.get("plan_dict")]
     if lost:  # their recorded predictions stay: say so, or a rescore on another calibration would look unmoved
@@ -352,15 +471,19 @@ def _rescore(records: str, run_id: str, hw: str, model: dict | None, model_path:
               f"{lost[0].replace(':', '/')}): they keep the predictions recorded when they were measured",
               file=sys.stderr)
     overrides = {c["case"]: WORKLOADS[c["case"].split(":")[0]] for c in cases}
-    analytic_predictions(cases, overrides, hw)
+    analytic_predictions(cases, overrides, priced)
     if model is not None:
-        learned_predictions(cases, overrides, hw, model)
-    stage_predictions(cases, overrides, hw)
+        learned_predictions(cases, overrides, priced, model)
+    stage_predictions(cases, overrides, priced)
     lines, _ = error_table(cases)
-    print("\n".join(lines + stage_table(cases)))
+    ref_lines, warns = reference_lines(refs or [None] * len(per_round), hardware_reference(hw),
+                                       round_errors(cases, len(per_round)))
+    print("\n".join(lines + stage_table(cases) + ref_lines))
+    for w in warns:
+        print(w, file=sys.stderr)
     print(f"rescored: validate-cost run {val['run_id']} ({val['time']}, measured with hardware "
           f"{val['config']['hardware']!r}; load average before and after each round {val['loadavg']}) priced on "
-          f"{hw!r}, learned model {model_path or 'none'}")
+          f"{hw!r} (rescale {mode}), learned model {model_path or 'none'}")
     return 0
 
 
@@ -412,13 +535,18 @@ def main(argv: list[str] | None = None) -> int:
     for w in warnings:
         print(w, file=sys.stderr)
     if args.rescore:
-        return _rescore(args.records, args.rescore, hw, model, model_path)
+        return _rescore(args.records, args.rescore, hw, model, model_path, args.rescale)
+    if args.rescale != "none" and hardware_reference(hw) is None:
+        print(f"dlrmbench validate-cost: error: --rescale {args.rescale}: the hardware file {hw!r} has no speed "
+              "reference (re-run `dlrmbench calibrate` to record one)", file=sys.stderr)
+        return 2
     rounds = 1 if args.quick else args.rounds
     overrides = [f"dist.hardware={hw}", "dist.model=embedding", "dist.mode=train"]
     overrides += ["dist.repeats=5", "dist.warmup=2"] if args.quick else [f"dist.repeats={args.repeats}"]
     per_round: list[list[dict]] = [[] for _ in range(rounds)]
-    rc, loads, case_overrides = 0, [loadavg()], {}
+    rc, loads, case_overrides, refs = 0, [loadavg()], {}, []
     for k in range(rounds):
+        refs.append(_probe_reference(worlds[0]))  # before every round: the machine's speed now
         for w in worlds:
             cases = [c for c in build_cases(w, args.quick) if c["label"].split(":")[0] in chosen]
             case_overrides.update({c["label"]: c["overrides"] for c in cases})
@@ -430,12 +558,26 @@ def main(argv: list[str] | None = None) -> int:
     if not records:
         return rc or 1
     cases = merge_rounds(per_round)
-    if model is not None:
-        learned_predictions(cases, case_overrides, hw, model)
-    stage_predictions(cases, case_overrides, hw)
+    try:
+        priced = rescaled_hardware(hw, refs, args.rescale)
+    except InputError as e:  # every probe failed: the run is kept, priced as calibrated
+        print(f"warning: {one_line(e)}; priced without rescaling", file=sys.stderr)
+        priced = hw
+    try:
+        if priced != hw:
+            analytic_predictions(cases, case_overrides, priced)
+        if model is not None:
+            learned_predictions(cases, case_overrides, priced, model)
+        stage_predictions(cases, case_overrides, priced)
+    finally:
+        if priced != hw:
+            Path(priced).unlink(missing_ok=True)
     lines, med = error_table(cases)
     lines += stage_table(cases)
-    print("\n".join(lines))
+    ref_lines, warns = reference_lines(refs, hardware_reference(hw), round_errors(cases, rounds))
+    print("\n".join(lines + ref_lines))
+    for w in warns:
+        print(w, file=sys.stderr)
     print(f"load average (1, 5, 15 min) before and after each round: {loads}; learned model: "
           f"{model_path or 'none'}; every case is held out of calibration and of the learned model's training")
     how = f"median over cases of |predicted − measured| / measured, hardware {hw!r}"
@@ -443,7 +585,8 @@ def main(argv: list[str] | None = None) -> int:
         "run_id": new_run_id(), "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "git_sha": git_sha(),
         "env": environment(), "kind": "validation", "backend": "torchrec_dmp", "config": {"hardware": hw,
         "world_sizes": worlds, "quick": args.quick, "rounds": rounds, "model": model_path,
-        "workloads": chosen}, "cases": [c["case"] for c in cases], "loadavg": loads,
+        "workloads": chosen, "rescale": args.rescale}, "cases": [c["case"] for c in cases], "loadavg": loads,
+        "reference": refs,
         "case_run_ids": sorted({r["run_id"] for r in records}),
         "metrics": [metric(f"p90_abs_error_{k[:-4]}" if k.endswith("_p90") else f"median_abs_error_{k}", v,
                            "fraction", (how.replace("median", "p90", 1) if k.endswith("_p90") else how)

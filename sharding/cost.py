@@ -277,6 +277,8 @@ class CostModel:
         fwd, bwd = (rest + gather * (1 - miss) * f * (1 + llc * lw.get(s, {}).get("dram", 0.0))
                     + lookups * lw.get(s, {}).get("id_bytes", 0.0)
                     for s, f in (("lookup", 1.0), ("lookup_bwd", rows_bwd)))
+        # a cost per distinct row the fused update touches, whatever its width (calibrate.ROW_NOTE)
+        bwd += lookups * rows_bwd * lw.get("lookup_bwd", {}).get("row_bytes", 0.0)
         return fwd, bwd, gather * miss
 
     def unique_share(self, t: TableSpec, st: ShardingType) -> float:

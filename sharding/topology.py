@@ -148,7 +148,7 @@ class Topology:
             raise TopologyError(f"topology {self.name!r}: stage bandwidths must be > 0")
         lw = self.lookup_weights
         if self.llc_bytes < 0 or set(lw) - {"lookup", "lookup_bwd"} or any(
-                set(v) - {"id_bytes", "dram", "unique_rows"} or min(v.values(), default=0) < 0
+                set(v) - {"id_bytes", "dram", "unique_rows", "row_bytes"} or min(v.values(), default=0) < 0
                 or v.get("unique_rows", 0.0) > 1 for v in lw.values()):
             raise TopologyError(f"topology {self.name!r}: llc_bytes must be ≥ 0 and lookup_weights map 'lookup' / "
                                 f"'lookup_bwd' to {{id_bytes, dram}} ≥ 0 and unique_rows in [0, 1], got "

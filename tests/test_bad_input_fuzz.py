@@ -450,6 +450,7 @@ VALIDATE_OPTIONS = st.one_of(
     st.integers(-10**6, 0).map(lambda v: ["--repeats", str(v)]),
     BAD_FLOATS.map(lambda v: ["--timeout", v]),
     WORDS.map(lambda w: ["--hardware", f"{w}_nope"]),
+    WORDS.map(lambda w: ["--rescale", f"{w}_nope"]),
     st.just(["--records", "."]),
     WORDS.map(lambda w: [f"--{w}-nope"]),
 )

@@ -88,6 +88,7 @@ def _collect(a: argparse.Namespace) -> int:
     for w in check_hardware_file(hw):
         print(w, file=sys.stderr)
     machine, sha, t0 = machine_now(), git_sha(), time.perf_counter()
+    machine["reference"] = _reference(a.world_size, "start")
     print(f"collecting into {a.records} (machine {machine['cpu_model']}, {machine['cores']} cores, copy "
           f"{machine['copy_bandwidth'] / 1e9:.1f} GB/s, load {machine['loadavg']})")
     rc = 0
@@ -100,7 +101,31 @@ def _collect(a: argparse.Namespace) -> int:
         print(f"{n} step records written ({failed} jobs failed)")
         rc = 1 if failed else 0
     print(f"collection took {time.perf_counter() - t0:.0f} s")
+    end = _reference(a.world_size, "end")
+    if machine["reference"] and end:
+        from benchmarks.perfmodel.reference import drift_warning, ratios
+
+        r = ratios(end, machine["reference"])
+        print(f"speed reference end / start: bandwidth {r['bandwidth']:.2f}, compute {r['compute']:.2f}")
+        w = drift_warning(r, "collection end", against="the collection start's")
+        if w:
+            print(w, file=sys.stderr)
     return rc
+
+
+def _reference(world: int, when: str) -> dict | None:
+    """The speed reference (`benchmarks.perfmodel.reference.run_probes`, `world` processes at once), printed;
+    None (one warning line) when it cannot run."""
+    from benchmarks.perfmodel.reference import run_probes
+
+    try:
+        ref = run_probes(world)
+    except Exception as e:  # noqa: BLE001 - a failed probe must not lose the collection
+        print(f"warning: the speed reference did not run: {e}", file=sys.stderr)
+        return None
+    print(f"speed reference at the {when}: copy {ref['copy_bandwidth'] / 1e9:.1f} GB/s, lookup "
+          f"{ref['lookup_s'] * 1e3:.3f} ms, MLP {ref['mlp_s'] * 1e3:.2f} ms ({world} processes at once)")
+    return ref
 
 
 def _print_eval(model: dict) -> None:

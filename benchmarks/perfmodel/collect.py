@@ -106,7 +106,8 @@ def collect_lookups(path: str, n: int, repeats: int, machine: dict[str, Any], sh
 
 
 def _short(machine: dict[str, Any]) -> dict[str, Any]:
-    return {k: machine.get(k) for k in ("cpu_model", "cores", "llc_bytes", "copy_bandwidth", "host")}
+    return {k: machine.get(k) for k in ("cpu_model", "cores", "llc_bytes", "copy_bandwidth", "host", "reference")
+            if k != "reference" or machine.get(k)}
 
 
 def step_keys(n: int, world: int, plans: tuple[str, ...] = COLLECT_PLANS, first: int = 0,

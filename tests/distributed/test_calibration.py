@@ -256,3 +256,20 @@ def test_backward_fit_counts_rows_once_per_distinct_row_and_the_weights_say_so()
     for p in pts[:1]:
         del p["unique_rows"]
     assert not calibrate.per_unique_row(pts)  # files calibrated before the grid stored them: per id, as fitted
+
+
+def test_backward_fit_finds_a_cost_per_distinct_row_whatever_its_width() -> None:
+    """A fixed cost per distinct row (the fused update's per-row work, the same at dim 16 and 128) is fitted as
+    `row_s` and written as `lookup_weights.lookup_bwd.row_bytes` (row_s · near bandwidth), not put on the ids."""
+    pts = _grid()
+    for i, p in enumerate(pts):
+        p["ids"] *= 1 + (i % 3) / 2
+        p["unique_rows"] = p["ids"] * (0.3 if p["access"] == "zipf" else 0.95)
+        ids, near, dram = calibrate.lookup_terms(p, LLC, unique=True)
+        p["bwd_s"] = 30e-6 + ids * 5e-9 + near / 20e9 + dram / 8e9 + p["unique_rows"] * 400e-9
+    fit = calibrate.fit_lookup(pts, LLC, "bwd_s", unique=True)
+    assert fit["row_s"] == pytest.approx(400e-9, rel=1e-3) and fit["id_s"] == pytest.approx(5e-9, rel=1e-2)
+    assert fit["max_residual"] < 1e-6
+    w = calibrate.lookup_weights(fit, fit, unique=True)["lookup_bwd"]
+    assert w["row_bytes"] == pytest.approx(round(400e-9 * fit["near_bandwidth"], 2))
+    assert "row_s" not in calibrate.fit_lookup(pts, LLC, "bwd_s")  # read per id (the forward's fit): no such term

@@ -84,3 +84,18 @@ def test_the_weight_round_trips_and_a_share_above_one_is_named() -> None:
     assert Topology.from_dict(topo.to_dict()) == topo
     with pytest.raises(TopologyError, match="unique_rows in"):
         replace(topo, lookup_weights={"lookup_bwd": {"id_bytes": 0.0, "unique_rows": 1.5}})
+
+
+def test_a_per_distinct_row_cost_is_priced_per_distinct_row_the_backward_touches() -> None:
+    t = TableSpec("a", 400_000, 64, access=AccessSpec("zipf", 1.25))
+    base = _model(t, 1.0)
+    lw = {**base.topology.lookup_weights, "lookup_bwd": {**base.topology.lookup_weights["lookup_bwd"],
+                                                         "row_bytes": 1000.0}}
+    rowed = CostModel(base.workload, replace(base.topology, lookup_weights=lw))
+    a, b = (m.shard_cost(t, TW, t.rows, t.dim, "hbm") for m in (base, rowed))
+    ids = 2 * 512 * t.pooling.expected
+    distinct = expected_unique_rows(t.rows, "zipf", 1.25, ids)
+    assert b.bwd_compute - a.bwd_compute == pytest.approx(1000.0 * distinct)
+    assert a.fwd_compute == b.fwd_compute
+    with pytest.raises(TopologyError):
+        replace(base.topology, lookup_weights={**lw, "lookup_bwd": {**lw["lookup_bwd"], "row_bytes": -1.0}})

@@ -1,0 +1,193 @@
+"""A short speed reference that follows the machine's state: what a rank gets now, against what it got when the
+calibration was taken.
+
+The probe (`probe`, about 1 s, one torch thread) times three fixed pieces of work, each in a fixed number of
+blocks of a fixed number of calls (a counted budget, never a time limit); a figure is the median over blocks of a
+block's time / its calls. A block lasts tens of ms, longer than a scheduler slice, so a rank that shares its core
+(another rank, a busy loop) reads its share: a single 0.3 ms call runs whole between slices and would not.
+  copy_bandwidth  numpy copies of a 32 MiB float64 array, bytes read + written / time per copy (memory-bound)
+  lookup_s        one FBGEMM TBE forward (what DMP's fused kernel runs) over a fixed 200,000 × 64 fp32 table,
+                  batch 512, 16 seeded uniform ids per bag (the step's lookup kernel)
+  mlp_s           forward + backward of a fixed 256-wide 2-layer MLP on a batch of 256 (compute-bound)
+It runs in every rank at once (`run_probes` starts `world` processes; `benchmarks.calibrate`'s ranks call
+`probe` together), so a rank sharing a core with another, or with a busy loop, reads the share it gets, as a
+measured step's rank does; the figure stored is each field's median over the ranks.
+
+Ratios (`ratios`): bandwidth = copy bandwidth now / at calibration; compute = the geometric mean of the lookup's
+and the MLP's time at calibration / now. Both > 1 mean this machine is faster now. `rescale_hardware` reprices a
+calibration by them: every bandwidth (tiers, collectives, stage, optimizer) × the bandwidth ratio, every fixed
+time (stage overheads, step overhead(s), collective latencies) / the compute ratio (`mode="reference"`), or
+everything by the compute ratio (`mode="compute"`).
+"""
+from __future__ import annotations
+
+import copy
+import math
+import statistics
+import sys
+from typing import Any
+
+import numpy as np
+
+__all__ = ["probe", "run_probes", "combine", "ratios", "rescale_hardware", "reference_of", "drift_warning",
+           "REF_TOLERANCE", "FIELDS", "RESCALE_MODES"]
+
+FIELDS = ("copy_bandwidth", "lookup_s", "mlp_s")
+REF_TOLERANCE = 0.25  # a quiet VM's reference repeats within ~10%; section 12's slow state was 3× off
+RESCALE_MODES = ("none", "reference", "compute")
+BLOCKS = 7  # timed blocks per piece of work; the figure is their median
+COPY_MIB, COPY_CALLS = 32, 4  # calls per block
+LOOKUP_ROWS, LOOKUP_DIM, LOOKUP_BATCH, LOOKUP_POOL, LOOKUP_CALLS = 200_000, 64, 512, 16, 50
+MLP_WIDTH, MLP_BATCH, MLP_CALLS = 256, 256, 4
+
+
+def _median_call(fn, calls: int, blocks: int = BLOCKS, warmup: int = 2) -> float:
+    """Median over `blocks` blocks of `calls` back-to-back calls of the block's time / `calls`."""
+    import time
+
+    for _ in range(warmup):
+        fn()
+    out = []
+    for _ in range(blocks):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        out.append((time.perf_counter() - t0) / calls)
+    return float(np.median(out))
+
+
+def probe() -> dict[str, float]:
+    """This process's reference figures (one torch thread; fixed sizes and call counts)."""
+    import torch
+    from fbgemm_gpu.split_table_batched_embeddings_ops_common import EmbeddingLocation
+    from fbgemm_gpu.split_table_batched_embeddings_ops_training import (
+        ComputeDevice,
+        SplitTableBatchedEmbeddingBagsCodegen,
+    )
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        src = np.ones(COPY_MIB * 2**20 // 8)
+        dst = np.empty_like(src)
+        copy_s = _median_call(lambda: np.copyto(dst, src), COPY_CALLS)
+        tbe = SplitTableBatchedEmbeddingBagsCodegen(
+            [(LOOKUP_ROWS, LOOKUP_DIM, EmbeddingLocation.HOST, ComputeDevice.CPU)])
+        rng = np.random.default_rng(0)
+        idx = torch.from_numpy(rng.integers(0, LOOKUP_ROWS, LOOKUP_BATCH * LOOKUP_POOL, dtype=np.int64))
+        off = torch.arange(0, LOOKUP_BATCH * LOOKUP_POOL + 1, LOOKUP_POOL, dtype=torch.int64)
+        with torch.no_grad():
+            lookup_s = _median_call(lambda: tbe(idx, off), LOOKUP_CALLS)
+        torch.manual_seed(0)
+        mlp = torch.nn.Sequential(torch.nn.Linear(MLP_WIDTH, MLP_WIDTH), torch.nn.ReLU(),
+                                  torch.nn.Linear(MLP_WIDTH, MLP_WIDTH))
+        x = torch.rand(MLP_BATCH, MLP_WIDTH)
+
+        def step() -> None:
+            mlp.zero_grad(set_to_none=True)
+            mlp(x).sum().backward()
+
+        mlp_s = _median_call(step, MLP_CALLS)
+    finally:
+        torch.set_num_threads(threads)
+    return {"copy_bandwidth": 2 * src.nbytes / copy_s, "lookup_s": lookup_s, "mlp_s": mlp_s}
+
+
+def combine(per_rank: list[dict[str, float]]) -> dict[str, float]:
+    """One reference from every rank's probe: each field's median over the ranks."""
+    return {k: float(statistics.median(float(p[k]) for p in per_rank)) for k in FIELDS}
+
+
+def run_probes(world: int) -> dict[str, float]:
+    """The reference with `world` processes probing at once (as `world` ranks of a job run): started with
+    spawn (no state shared with this process), they import first and start together at a barrier."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    barrier, queue = ctx.Barrier(world), ctx.Queue()
+    procs = [ctx.Process(target=_warm_then_probe, args=(barrier, queue)) for _ in range(world)]
+    for p in procs:
+        p.start()
+    out = [queue.get() for _ in procs]
+    for p in procs:
+        p.join()
+    return {**combine(out), "ranks": world}
+
+
+def _warm_then_probe(barrier, queue) -> None:  # pragma: no cover - runs in a child process
+    import fbgemm_gpu.split_table_batched_embeddings_ops_training  # noqa: F401
+    import torch
+
+    torch.set_num_threads(1)
+    barrier.wait()
+    queue.put(probe())
+
+
+def reference_of(data: dict[str, Any]) -> dict[str, float] | None:
+    """A calibration's reference (`machine.reference`): the geometric mean of its start and end probes per
+    field (the state the calibration's terms were measured in, between the two), or None when it has none."""
+    ref = (data.get("machine") or {}).get("reference") or {}
+    probes = [ref[k] for k in ("start", "end") if isinstance(ref.get(k), dict)]
+    if not probes or any(not all(float(p.get(f) or 0) > 0 for f in FIELDS) for p in probes):
+        return None
+    return {f: math.exp(sum(math.log(float(p[f])) for p in probes) / len(probes)) for f in FIELDS}
+
+
+def ratios(now: dict[str, float], cal: dict[str, float]) -> dict[str, float]:
+    """{"bandwidth": copy bandwidth now / at calibration, "compute": geometric mean of (lookup, MLP) time at
+    calibration / now}; > 1: faster now."""
+    return {"bandwidth": float(now["copy_bandwidth"]) / float(cal["copy_bandwidth"]),
+            "compute": math.sqrt(float(cal["lookup_s"]) / float(now["lookup_s"])
+                                 * float(cal["mlp_s"]) / float(now["mlp_s"]))}
+
+
+def drift_warning(r: dict[str, float], where: str, tolerance: float = REF_TOLERANCE,
+                  against: str = "the calibration's") -> str | None:
+    """One warning line when either ratio is off 1 by more than `tolerance`, else None."""
+    if all(abs(r[k] - 1) <= tolerance for k in ("bandwidth", "compute")):
+        return None
+    return (f"warning: {where}: the speed reference reads bandwidth ×{r['bandwidth']:.2f}, compute "
+            f"×{r['compute']:.2f} of {against} (tolerance ±{100 * tolerance:.0f}%): the calibrated prices "
+            "may be off by as much (validate-cost --rescale reference prices by it)")
+
+
+def rescale_hardware(data: dict[str, Any], r: dict[str, float], mode: str = "reference") -> dict[str, Any]:
+    """A copy of the hardware YAML `data` priced at the speed `r` (`ratios`): bandwidths × r["bandwidth"]
+    (`mode` "reference") or × r["compute"] ("compute"); fixed times / r["compute"]. "none": an unchanged copy.
+    Byte weights (lookup_weights), the backward multiplier and capacities are ratios or sizes: unchanged."""
+    if mode not in RESCALE_MODES:
+        raise ValueError(f"rescale mode {mode!r}: allowed {', '.join(RESCALE_MODES)}")
+    out = copy.deepcopy(data)
+    if mode == "none":
+        return out
+    bw = float(r["bandwidth"] if mode == "reference" else r["compute"])
+    ct = float(r["compute"])
+    if not (bw > 0 and ct > 0):
+        raise ValueError(f"rescale ratios must be > 0, got {r}")
+    for t in out.get("tiers") or []:
+        t["bandwidth"] = float(t["bandwidth"]) * bw
+    for link in [out.get("intra_host"), *(out.get("collectives") or {}).values()]:
+        if isinstance(link, dict):
+            link["bandwidth"] = float(link["bandwidth"]) * bw
+            link["latency"] = float(link.get("latency", 0.0)) / ct
+    if out.get("optimizer_bandwidth"):
+        out["optimizer_bandwidth"] = float(out["optimizer_bandwidth"]) * bw
+    for group in (out.get("stage_bandwidth") or {}).values():
+        for k in group:
+            group[k] = float(group[k]) * bw
+    for group in (out.get("stage_overhead") or {}).values():
+        for k in group:
+            group[k] = float(group[k]) / ct
+    for k in ("step_overhead", "step_overhead_per_value"):
+        if out.get(k):
+            out[k] = float(out[k]) / ct
+    out["rescaled"] = {"mode": mode, "bandwidth": bw, "compute": ct,
+                       "how": "benchmarks.perfmodel.reference.rescale_hardware: bandwidths × bandwidth, fixed "
+                              "times / compute"}
+    return out
+
+
+if __name__ == "__main__":  # pragma: no cover
+    import json
+
+    print(json.dumps(run_probes(int(sys.argv[1]) if len(sys.argv) > 1 else 1)))

@@ -52,7 +52,10 @@ refinement for small instances and a long anneal).
    the p-norm moves `sharding.lns.flatten`, which cost 13 s on 856 tables, left the default search: family A/B
    without them 7 better, 5 worse by ≤ 0.6%), TorchRec's per-rank perf capped at the pick's rating; a result
    replaces the pick only if it costs less by our model and rates no worse by TorchRec's, so the pick's
-   guarantees hold.
+   guarantees hold. Where the pick is a (polished) greedy baseline, whose types and tiers no packing chose, a
+   final polish: the same whole-table re-layouts plus a table made data-parallel, each applied only when neither
+   model's rating rises and one falls (`relayout(..., pareto=True)`: it can only improve on both; issue 16 A/B:
+   f11 0.36 / 0.32 of the plan before, f25, f35, f77 better, no other plan changed).
 7. Opt-in (`anneal` million proposals, `dlrmbench plan --anneal N`): on small instances (≤ `MILP_MAX_VARS`
    binaries) a MILP with the same objective (HiGHS, node-limited; its root node alone costs 0.3–1.4 s on ≤ 14
    tables, so it is not in the default search), then simulated annealing of the pick's placement and of a
@@ -152,6 +155,7 @@ def _optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[s
     label, ours, rating, plan = good[pick([(a, b) for _, a, b, _ in good])]
     stats.candidates = [(lab, a, b) for lab, a, b, _ in scored]
     n = len(workload.tables)
+    from_baseline = label.split(" ")[0].split("+")[0] in BASELINES  # a (polished) baseline's types and tiers
 
     def take(tag: str, got: ShardingPlan | None) -> None:  # after the pick, so it cannot change which plan wins:
         nonlocal label, plan, ours  # a step replaces it only if it costs less by ours and TorchRec rates it no worse
@@ -169,6 +173,9 @@ def _optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[s
     if (got := promote(cost, trec, plan, PROMOTE_WORK // n, rating)) is not None:  # no worse on either model
         label, plan, ours = f"{label} + promote", got, cost.plan_cost(got)  # than its input (a rating or the
         stats.candidates.append((label, ours, trec.plan_cost(got)))  # summed work lower): kept whenever it moved
+    if from_baseline and (got := relayout(cost, trec, plan, RELAYOUT_WORK // n, rating, pareto=True)) is not None:
+        label, plan, ours = f"{label} + polish", got, cost.plan_cost(got)  # the final polish of a greedy plan:
+        stats.candidates.append((label, ours, trec.plan_cost(got)))  # neither rating rises, one falls
     if anneal > 0:  # step 7, the opt-in long search: the exact MILP on small instances first, then annealing
         refined, stats.milp = milp_refine(builder, plan, MILP_MAX_VARS, MILP_NODES)
         take("milp", refined)

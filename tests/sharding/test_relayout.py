@@ -1,16 +1,17 @@
 """Whole-table re-layouts of a finished plan (`sharding.relayout`): row-wise over all ranks, a table-row-wise table
-moved or swapped between hosts; a change is kept only if it lowers our model's cost with TorchRec's rating capped."""
+moved or swapped between hosts; a change is kept only if it lowers our model's cost with TorchRec's rating capped.
+The final polish (`pareto=True`) tries data-parallel too and keeps a change only when neither rating rises."""
 from __future__ import annotations
 
 from embedding.spec import PoolingSpec, TableSpec
 from sharding import CostModel, PlanWorkload, ShardingPlan, validate_plan
 from sharding.layouts import table_plan
 from sharding.plan import ShardingType
-from sharding.relayout import relayout
+from sharding.relayout import pareto_gain, relayout
 from sharding.trec_cost import TorchRecCostModel
 from tests.sharding.conftest import topology
 
-TW, RW, TWRW = ShardingType.TABLE_WISE, ShardingType.ROW_WISE, ShardingType.TABLE_ROW_WISE
+TW, RW, TWRW, DP = ShardingType.TABLE_WISE, ShardingType.ROW_WISE, ShardingType.TABLE_ROW_WISE, ShardingType.DATA_PARALLEL
 
 
 def _case(hot: int, hosts: int = 2) -> tuple[PlanWorkload, CostModel, TorchRecCostModel, dict[str, TableSpec]]:
@@ -74,3 +75,61 @@ def test_a_change_that_raises_torchrecs_rating_above_the_cap_is_not_taken() -> N
     cap = trec.plan_cost(free) * (1 - 1e-6)  # the uncapped result is out of reach
     got = relayout(cost, trec, start, 1000, cap)
     assert got is None or trec.plan_cost(got) <= cap
+
+
+def test_pareto_gain_takes_a_change_only_when_neither_rating_rises_past_its_limit() -> None:
+    old = (1.0, 1.0)
+    assert pareto_gain((0.9, 1.0), old, 1.0)  # less by ours, TorchRec's the same
+    assert pareto_gain((0.9, 1.05), old, 1.1)  # less by ours, TorchRec's within the cap
+    assert not pareto_gain((0.9, 1.05), old, 1.0)  # ... above it
+    assert pareto_gain((1.0, 0.9), old, 1.0)  # TorchRec's lower, ours the same
+    assert not pareto_gain((1.01, 0.5), old, 1.0)  # ours higher: never
+    assert not pareto_gain((1.0, 1.0), old, 1.0)  # nothing falls
+    assert not pareto_gain((1.0 - 1e-10, 1.0), old, 1.0)  # within the tolerance
+    assert pareto_gain((1.0 - 1e-10, 1.0), old, 1.0, tol=1e-12)
+
+
+def test_the_final_polish_may_make_a_small_table_data_parallel_and_no_rating_rises() -> None:
+    ts = (TableSpec("big", 2_000_000, 64, pooling=PoolingSpec("fixed", 20.0)),
+          TableSpec("tiny", 200, 8, pooling=PoolingSpec("fixed", 40.0)))
+    wl = PlanWorkload(ts, 8192, "inference")
+    topo = topology(1, 4, 16.0).reserve_inputs(wl.ids_per_batch)
+    cost, trec = CostModel(wl, topo), TorchRecCostModel(wl, topo)
+    start = ShardingPlan(4, {"big": table_plan(ts[0], RW, [0, 1, 2, 3], "hbm"), "tiny": table_plan(ts[1], TW, [0], "hbm")})
+    plain = relayout(cost, trec, start, 100, trec.plan_cost(start))
+    assert plain is None or plain.tables["tiny"].sharding_type != DP  # the default step never tries replicas
+    got = relayout(cost, trec, start, 100, trec.plan_cost(start), pareto=True)
+    assert got is not None
+    validate_plan(got, wl, topo, cost)
+    assert got.tables["tiny"].sharding_type == DP and sorted(got.tables["tiny"].ranks) == [0, 1, 2, 3]
+    assert pareto_gain((cost.plan_cost(got), trec.plan_cost(got)), (cost.plan_cost(start), trec.plan_cost(start)),
+                       trec.plan_cost(start))
+
+
+def test_the_final_polish_never_raises_either_rating_and_stops_at_its_evaluations() -> None:
+    wl, cost, trec, tabs = _case(2)
+    start = ShardingPlan(8, {"h0": table_plan(tabs["h0"], TWRW, [0, 1, 2, 3], "hbm"),
+                             "h1": table_plan(tabs["h1"], TWRW, [0, 1, 2, 3], "hbm"), **_small_spread(tabs)})
+    a, b = cost.plan_cost(start), trec.plan_cost(start)
+    got = relayout(cost, trec, start, 1000, float("inf"), pareto=True)  # the cap: the current rating in any case
+    assert got is not None
+    validate_plan(got, wl, cost.topology, cost)
+    assert pareto_gain((cost.plan_cost(got), trec.plan_cost(got)), (a, b), b)
+    assert relayout(cost, trec, start, 0, b, pareto=True) is None
+
+
+def test_optimize_polishes_a_greedy_pick_and_never_a_packing() -> None:
+    from sharding import optimize
+    from sharding.family import instance
+    from sharding.optimizer import OptimizeStats
+    for seed, polished in ((25, True), (30, False)):  # f25's pick is a polished greedy plan, f30's a packing
+        inst = instance(seed)
+        st = OptimizeStats()
+        plan = optimize(inst.workload, inst.topology, stats=st)
+        assert st.chosen.endswith(" + polish") == polished
+        if polished:
+            before, after = st.candidates[-2], st.candidates[-1]
+            assert after[0] == st.chosen and pareto_gain(after[1:], before[1:], before[2])
+            topo = inst.topology.reserve_inputs(inst.workload.ids_per_batch)
+            validate_plan(plan, inst.workload, inst.topology)
+            assert abs(CostModel(inst.workload, topo).plan_cost(plan) - after[1]) <= 1e-12 * after[1]

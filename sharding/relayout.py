@@ -95,7 +95,9 @@ def relayout(cost: CostModel, trec: TorchRecCostModel, plan: ShardingPlan, evals
                 trial = ShardingPlan(plan.world_size, {**plan.tables, **change}, optimizer=plan.optimizer)
                 spent += 1
                 a = cost.plan_cost(trial)
-                if pareto:
+                if pareto:  # TorchRec's rating only where it can decide: a gain needs ours no higher than now
+                    if a > ours * (1 + 1e-12) or (best is not None and a > best[0]):  # and than the best so far
+                        continue
                     b = trec.plan_cost(trial)
                     if pareto_gain((a, b), (ours, tr), min(tr, t_cap)) and (best is None or (a, b) < best[:2]):
                         best = (a, b, trial, new)

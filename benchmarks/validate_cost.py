@@ -38,6 +38,7 @@ from benchmarks.distributed.jobs import metric_value, rank_values, run_cases
 from benchmarks.errors import InputError, OneLineParser, check_output_file, one_line
 from benchmarks.perfmodel.cases import build_plan, run_label
 from benchmarks.perfmodel.machine import check_hardware_file, check_machine, loadavg
+from benchmarks.perfmodel.reference import try_probes
 from benchmarks.records import append_records, environment, git_sha, metric, new_run_id
 
 __all__ = ["main", "WORKLOADS", "build_cases", "error_table", "merge_rounds", "learned_predictions", "stage_table",
@@ -327,18 +328,6 @@ def rescaled_hardware(hardware: str, refs: list[dict | None], mode: str) -> str:
     return path
 
 
-def _probe_reference(world: int) -> dict | None:
-    """The speed reference with `world` processes at once (`reference.run_probes`); None (and one warning line)
-    when it cannot run."""
-    from benchmarks.perfmodel.reference import run_probes
-
-    try:
-        return run_probes(world)
-    except Exception as e:  # noqa: BLE001 - a failed probe must not lose the validation
-        print(f"warning: the speed reference did not run: {one_line(e)}", file=sys.stderr)
-        return None
-
-
 def _stats(v: list[float]) -> dict[str, float]:
     return {"median": float(np.median(v)), "p90": float(np.quantile(v, 0.9))} if v else {}
 
@@ -546,7 +535,7 @@ def main(argv: list[str] | None = None) -> int:
     per_round: list[list[dict]] = [[] for _ in range(rounds)]
     rc, loads, case_overrides, refs = 0, [loadavg()], {}, []
     for k in range(rounds):
-        refs.append(_probe_reference(worlds[0]))  # before every round: the machine's speed now
+        refs.append(try_probes(worlds[0]))  # before every round: the machine's speed now
         for w in worlds:
             cases = [c for c in build_cases(w, args.quick) if c["label"].split(":")[0] in chosen]
             case_overrides.update({c["label"]: c["overrides"] for c in cases})

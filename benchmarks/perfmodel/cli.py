@@ -114,17 +114,13 @@ def _collect(a: argparse.Namespace) -> int:
 
 
 def _reference(world: int, when: str) -> dict | None:
-    """The speed reference (`benchmarks.perfmodel.reference.run_probes`, `world` processes at once), printed;
-    None (one warning line) when it cannot run."""
-    from benchmarks.perfmodel.reference import run_probes
+    """The speed reference (`reference.try_probes`, `world` processes at once), printed; None when it cannot run."""
+    from benchmarks.perfmodel.reference import try_probes
 
-    try:
-        ref = run_probes(world)
-    except Exception as e:  # noqa: BLE001 - a failed probe must not lose the collection
-        print(f"warning: the speed reference did not run: {e}", file=sys.stderr)
-        return None
-    print(f"speed reference at the {when}: copy {ref['copy_bandwidth'] / 1e9:.1f} GB/s, lookup "
-          f"{ref['lookup_s'] * 1e3:.3f} ms, MLP {ref['mlp_s'] * 1e3:.2f} ms ({world} processes at once)")
+    ref = try_probes(world)
+    if ref:
+        print(f"speed reference at the {when}: copy {ref['copy_bandwidth'] / 1e9:.1f} GB/s, lookup "
+              f"{ref['lookup_s'] * 1e3:.3f} ms, MLP {ref['mlp_s'] * 1e3:.2f} ms ({world} processes at once)")
     return ref
 
 

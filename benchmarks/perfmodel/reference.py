@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["probe", "run_probes", "combine", "ratios", "rescale_hardware", "reference_of", "drift_warning",
+__all__ = ["probe", "run_probes", "try_probes", "combine", "ratios", "rescale_hardware", "reference_of", "drift_warning",
            "REF_TOLERANCE", "FIELDS", "RESCALE_MODES"]
 
 FIELDS = ("copy_bandwidth", "lookup_s", "mlp_s")
@@ -112,6 +112,18 @@ def run_probes(world: int) -> dict[str, float]:
     for p in procs:
         p.join()
     return {**combine(out), "ranks": world}
+
+
+def try_probes(world: int) -> dict[str, float] | None:
+    """`run_probes(world)`, or None with one warning line when it cannot run (a failed probe must not lose the
+    measurements it stands beside: `perfmodel collect`, `validate-cost`)."""
+    from benchmarks.errors import one_line
+
+    try:
+        return run_probes(world)
+    except Exception as e:  # noqa: BLE001
+        print(f"warning: the speed reference did not run: {one_line(e)}", file=sys.stderr)
+        return None
 
 
 def _warm_then_probe(barrier, queue) -> None:  # pragma: no cover - runs in a child process

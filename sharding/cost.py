@@ -239,6 +239,98 @@ class CostModel:
             got = self._memo[key] = self._shard_cost(t, st, rows, cols, tier, cache_fraction)
         return got  # type: ignore[return-value]
 
+    def price_many(self, keys: list[tuple[TableSpec, ShardingType, int, int, str, float]]) -> None:
+        """Memoise `shard_cost` and `message_times` of many shards (t, type, rows, cols, tier, cache fraction) at
+        once: numpy over the shards of one type, each term the same IEEE operations in the same order as
+        `_shard_cost` (so the memo holds the same floats; tests/sharding checks equality). Covers shards in the
+        fast tier without `Topology.lookup_weights` (what the optimizer prices first: every option of every
+        table); the rest are left to `shard_cost`."""
+        topo, wl, memo = self.topology, self.workload, self._memo
+        fast = topo.fast.name
+        if topo.lookup_weights:
+            return
+        todo: dict[ShardingType, dict[tuple, tuple[TableSpec, int, int]]] = {}
+        for t, st, rows, cols, tier, cf in keys:
+            key = ("c", t.name, st, rows, cols, tier, cf)
+            if tier == fast and key not in memo:
+                todo.setdefault(st, {})[key] = (t, rows, cols)
+        w, h = topo.world_size, min(topo.ranks_per_host, topo.world_size)
+        batch, train = wl.batch_size, wl.train
+        mult = topo.bwd_compute_multiplier
+        for st, items in todo.items():
+            ts = [x[0] for x in items.values()]
+            rows = np.array([x[1] for x in items.values()], dtype=np.float64)
+            cols = np.array([x[2] for x in items.values()], dtype=np.float64)
+            pool = np.array([t.pooling.expected for t in ts])
+            nbytes = np.array([float(DTYPE_BYTES[t.dtype]) for t in ts])
+            if st == DP:  # `_traffic`
+                lookups, bags = float(batch) * pool, np.full(len(ts), float(batch))
+            else:
+                b_global = float(batch * w)
+                lookups, bags = b_global * pool, np.full(len(ts), b_global)
+                if st in (RW, TWRW):
+                    lookups = lookups * (rows / np.array([float(t.rows) for t in ts]))
+            used = np.where(rows == 0, 0.0, lookups)  # `_lookup_bytes`: fast tier, no miss
+            gather = used * cols * nbytes
+            near = (used * wl.index_bytes + bags * cols * wl.output_bytes) + gather
+            fwd = near / topo.stage_bw(st.short, "lookup", topo.fast.bandwidth)
+            bwd = np.zeros(len(ts))
+            if train:
+                if st != DP and "lookup_bwd" in topo.stage_bandwidth.get(st.short, {}):
+                    bwd = near / topo.stage_bw(st.short, "lookup_bwd", 1.0) + 0.0 * mult
+                else:
+                    bwd = (near / topo.stage_bw(st.short, "lookup", topo.fast.bandwidth)) * mult
+            opt = np.zeros(len(ts))
+            if st == DP and train:
+                opt = rows * cols * nbytes / topo.stage_bw("DP", "optimizer", topo.dense_update_bandwidth)
+            msgs = self._messages_many(st, rows, cols, nbytes, lookups, bags, w, h)
+            secs = []  # (pass, op, seconds (n,)) as `message_times`
+            for i, (p, op, intra, inter) in enumerate(msgs):
+                if train or p == "fwd":
+                    bw, across = self._message_bw(st, i, p, op)
+                    secs.append((p, op, (intra / bw + inter / across).tolist()))
+            comms = {"fwd": [0.0] * len(ts), "bwd": [0.0] * len(ts)}
+            for p, _, v in secs:
+                acc = comms[p]
+                for j, x in enumerate(v):
+                    acc[j] += x
+            empty = (rows == 0).tolist() if w > 1 else [True] * len(ts)
+            for j, (key, f, b, o, cf_, cb) in enumerate(zip(items, fwd.tolist(), bwd.tolist(), opt.tolist(),
+                                                            comms["fwd"], comms["bwd"], strict=True)):
+                tkey = ("t", key[1], st, key[3], key[4])
+                if empty[j]:
+                    memo.setdefault(tkey, [])
+                    memo[key] = ShardCost(f, b, 0.0, 0.0, o)
+                    continue
+                if tkey not in memo:
+                    memo[tkey] = [(p, op, v[j]) for p, op, v in secs]
+                memo[key] = ShardCost(f, b, cf_, cb, o)
+
+    def _messages_many(self, st: ShardingType, rows: np.ndarray, cols: np.ndarray, nbytes: np.ndarray,
+                       lookups: np.ndarray, bags: np.ndarray, w: int, h: int,
+                       ) -> list[tuple[str, str, np.ndarray | float, np.ndarray | float]]:
+        """`messages` of n shards of one type (those with no rows, or w = 1, send none: `price_many` drops
+        them), each byte count the same operations in the same order."""
+        wl = self.workload
+        if w == 1:
+            return []
+        across = w > h
+        if st == DP:
+            ring = 2 * (w - 1) / w * rows * cols * nbytes
+            return [("bwd", "all_reduce", 0.0, ring) if across else ("bwd", "all_reduce", ring, 0.0)]
+        out = bags * cols * wl.output_bytes
+        ids = (lookups + bags) * wl.index_bytes
+        msgs: list = [("fwd", "all_to_all", ids * (h - 1) / w, ids * (w - h) / w)]
+        if st in (TW, CW):
+            a, b = out * (h - 1) / w, out * (w - h) / w
+            return msgs + [("fwd", "all_to_all", a, b), ("bwd", "all_to_all", a, b)]
+        if st == RW:
+            ring = (0.0, out * (w - 1) / w) if across else (out * (w - 1) / w, 0.0)
+            return msgs + [("fwd", "reduce_scatter", *ring), ("bwd", "all_gather", *ring)]
+        intra, inter = out * (h - 1) / h, out / h * (w - h) / w
+        return msgs + [("fwd", "reduce_scatter", intra, 0.0), ("fwd", "all_to_all", 0.0, inter),
+                       ("bwd", "all_to_all", 0.0, inter), ("bwd", "all_gather", intra, 0.0)]
+
     def llc_miss(self, t: TableSpec) -> float:
         """Share of a table's row reads that miss the host's last-level cache (`Topology.llc_bytes`; 0 without
         one): the LLC is shared by every table of the host in proportion to its bytes, so a table keeps the

@@ -209,3 +209,39 @@ def test_stage_breakdown_splits_the_step_into_what_the_harness_times() -> None:
     assert parts["lookup"] == pytest.approx(busy.fwd_compute + 3e-4)  # the TW lookup's fixed cost
     assert parts["input_dist"] >= 1e-3 + 2e-3  # base + TW fixed parts
     assert sum(parts.values()) == pytest.approx(cost.plan_cost(plan), rel=0.02)
+
+
+def test_pricing_many_shards_at_once_gives_the_floats_of_pricing_them_one_by_one() -> None:
+    """`CostModel.price_many` (numpy over shards) memoises the same ShardCost and message seconds, bit for bit,
+    as `shard_cost` one shard at a time: random tables, every option's shards, both modes, one rank, one host,
+    several hosts, fitted stage bandwidths and collectives; empty row-wise shards too (more ranks than rows)."""
+    from dataclasses import replace
+
+    from embedding.spec import PoolingSpec
+    from sharding.bounds import _option_shards
+    from sharding.topology import Link
+
+    rng = np.random.default_rng(7)
+    tables = tuple(TableSpec(f"t{i}", int(rng.integers(1, 3_000_000)), int(rng.choice([4, 8, 16, 64, 128, 256, 512])),
+                             str(rng.choice(["fp32", "fp16", "int8", "int4"])),
+                             pooling=PoolingSpec("skewed", float(rng.uniform(1.0, 80.0))),
+                             access=AccessSpec("zipf", float(rng.uniform(0.8, 1.2)))) for i in range(40))
+    fitted = {"TW": {"lookup": 7e11, "lookup_bwd": 3e11, "output_dist": 9e10}, "RW": {"lookup": 5e11},
+              "TWRW": {"input_dist": 4e10}, "DP": {"optimizer": 2e11, "lookup_bwd": 1e10}}
+    topos = [topology(1, 1, 16.0), topology(1, 8, 16.0), topology(4, 8, 16.0), topology(2, 4, 16.0),
+             replace(topology(3, 4, 16.0), stage_bandwidth=fitted, collectives={"all_to_all": Link(2e11, 5e-6)})]
+    checked = 0
+    for topo in topos:
+        for mode in ("train", "inference"):
+            wl = PlanWorkload(tables, int(rng.choice([512, 4096])), mode)
+            many, one = CostModel(wl, topo), CostModel(wl, topo)
+            keys = [(t, st, rows, cols, topo.fast.name, cf) for t in tables for st, shards in _option_shards(many, t)
+                    for rows, cols, _ in shards for cf in (0.0, 0.5)]
+            keys.append((tables[0], ShardingType.ROW_WISE, 0, tables[0].dim, topo.fast.name, 0.0))
+            many.price_many(keys)
+            for t, st, rows, cols, tier, cf in keys:
+                assert ("c", t.name, st, rows, cols, tier, cf) in many._memo  # filled at once, not on demand
+                assert many.shard_cost(t, st, rows, cols, tier, cf) == one.shard_cost(t, st, rows, cols, tier, cf)
+                assert many.message_times(t, st, rows, cols) == one.message_times(t, st, rows, cols)
+                checked += 1
+    assert checked > 2000

@@ -376,7 +376,7 @@ def lower_bound(cost: CostModel | TorchRecCostModel, relax: bool = True) -> Lowe
     topo, wl = cost.topology, cost.workload
     w = topo.world_size
     tiers = _cheapest_tiers(cost)  # one decision for every table
-    if isinstance(cost, CostModel):  # every option's shards priced at once (the same floats as one by one)
+    if isinstance(cost, CostModel | TorchRecCostModel):  # every option's shards priced at once (the same
         cost.price_many([(t, st, rows, cols, x, 0.0) for t in wl.tables for st, shards in _option_shards(cost, t)
                          for rows, cols, _ in shards for x in tiers])
     all_terms = [_table_terms(cost, t.name, tiers) for t in wl.tables]

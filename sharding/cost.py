@@ -240,8 +240,8 @@ class CostModel:
         return got  # type: ignore[return-value]
 
     def price_many(self, keys: list[tuple[TableSpec, ShardingType, int, int, str, float]]) -> None:
-        """Memoise `shard_cost` and `message_times` of many shards (t, type, rows, cols, tier, cache fraction) at
-        once: numpy over the shards of one type, each term the same IEEE operations in the same order as
+        """Memoise `shard_cost`, `message_times` and `shard_memory` of many shards (t, type, rows, cols, tier,
+        cache fraction) at once: numpy over the shards of one type, each term the same IEEE operations in the same order as
         `_shard_cost` (so the memo holds the same floats; tests/sharding checks equality). Covers shards in the
         fast tier without `Topology.lookup_weights` (what the optimizer prices first: every option of every
         table); the rest are left to `shard_cost`."""
@@ -294,9 +294,14 @@ class CostModel:
                 acc = comms[p]
                 for j, x in enumerate(v):
                     acc[j] += x
+            # `_shard_memory` (fast tier: no cache): weights + optimizer state, then the input/output buffers
+            per_row = np.array([wl.row_bytes(t, c) for t, c in zip(ts, cols.tolist(), strict=True)])
+            buffers = np.where(rows == 0, 0.0, lookups * wl.index_bytes + bags * cols * wl.output_bytes)
+            mem = (rows * per_row + buffers).tolist()
             empty = (rows == 0).tolist() if w > 1 else [True] * len(ts)
             for j, (key, f, b, o, cf_, cb) in enumerate(zip(items, fwd.tolist(), bwd.tolist(), opt.tolist(),
                                                             comms["fwd"], comms["bwd"], strict=True)):
+                memo.setdefault(("m", *key[1:]), {fast: mem[j]})
                 tkey = ("t", key[1], st, key[3], key[4])
                 if empty[j]:
                     memo.setdefault(tkey, [])

@@ -90,6 +90,56 @@ class TorchRecCostModel:
             got = self._memo[key] = self._shard_cost(t, st, cols, tier, cache_fraction)
         return got
 
+    def price_many(self, keys: list[tuple[TableSpec, ShardingType, int, int, str, float]]) -> None:
+        """Memoise `shard_cost` of many shards (t, type, rows, cols, tier, cache fraction) in the fast tier at
+        once: numpy over the shards of one type, each term the same IEEE operations in the same order as
+        `_shard_cost` (equal floats: tests/sharding); shards in other tiers are left to `shard_cost`."""
+        topo, memo = self.topology, self._memo
+        fast = topo.fast.name
+        todo: dict[ShardingType, dict[tuple, tuple[TableSpec, int]]] = {}
+        for t, st, _, cols, tier, cf in keys:
+            key = (t.name, st, cols, tier, cf)
+            if tier == fast and key not in memo:
+                todo.setdefault(st, {})[key] = (t, cols)
+        W, H = topo.world_size, min(topo.ranks_per_host, topo.world_size)
+        B, mult = float(self.workload.batch_size), topo.bwd_compute_multiplier
+        for st, items in todo.items():
+            ts = [x[0] for x in items.values()]
+            d = np.array([float(x[1]) for x in items.values()])
+            L = np.array([t.pooling.expected for t in ts])
+            w = np.array([max(1.0, float(DTYPE_BYTES[t.dtype])) for t in ts])
+            bi, bo = B * L, B * np.minimum(1.0, L)
+            bw = self._kernel_bw(trec_kernel(st, fast, 0.0, topo), 0.0)  # fast tier: the cache fraction is unused
+            out = bo * W * d * w
+            zero = np.zeros(len(ts))
+            if st in (TW, CW):
+                size = np.ceil(bi * W * INDEX_BYTES) + bi * W * np.maximum(d, 32) * w + out
+                penalty = np.where(d >= FULL_BLOCK_EMB_DIM, 1.0, np.where(d >= 64, HALF_BLOCK_PENALTY,
+                                                                         QUARTER_BLOCK_PENALTY))
+                fwd = size * penalty / bw
+                comm = out / self._bw(W, H)
+                parts = (fwd, fwd * mult, comm, comm)
+            elif st == RW:
+                fwd = (np.ceil(bi / W * W * INDEX_BYTES) + bi / W * W * d * w + out) / bw
+                fc = out / self._bw(W, H)
+                parts = (fwd, fwd * mult, fc, fc + out * BATCHED_COPY_PERF_FACTOR / bw)
+            elif st == TWRW:
+                fwd = (np.ceil(bi / H * W * INDEX_BYTES) + bi / H * W * d * w + out) / bw
+                intra = out / self._bw(H, H)
+                groups = max(1, W // H)
+                inter = bo * groups * d * w / self._bw(groups, 1) if groups > 1 else zero
+                parts = (fwd, fwd * mult, intra + inter, inter + intra + out * BATCHED_COPY_PERF_FACTOR / bw)
+            else:  # data parallel
+                fwd = (np.ceil(bi * INDEX_BYTES) + bi * d * w + bo * d * w) / bw
+                table = np.array([float(t.rows) for t in ts]) * d * w
+                nodes = min(W / H, 2)
+                ar = table * (2 * nodes - 1) / nodes / (topo.inter_host.bandwidth * H)
+                if W > 2 * H:
+                    ar = ar * 2
+                parts = (fwd, fwd * mult, zero, ar + table * DP_ELEMENTWISE_KERNELS_PERF_FACTOR / bw)
+            for key, a, b, c, e in zip(items, *(x.tolist() for x in parts), strict=True):
+                memo[key] = ShardCost(a, b, c, e)
+
     def _shard_cost(self, t: TableSpec, st: ShardingType, d: int, tier: str, cf: float) -> ShardCost:
         topo = self.topology
         W, H = topo.world_size, min(topo.ranks_per_host, topo.world_size)

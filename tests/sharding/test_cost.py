@@ -212,14 +212,15 @@ def test_stage_breakdown_splits_the_step_into_what_the_harness_times() -> None:
 
 
 def test_pricing_many_shards_at_once_gives_the_floats_of_pricing_them_one_by_one() -> None:
-    """`CostModel.price_many` (numpy over shards) memoises the same ShardCost and message seconds, bit for bit,
-    as `shard_cost` one shard at a time: random tables, every option's shards, both modes, one rank, one host,
+    """`CostModel.price_many` (numpy over shards) memoises the same ShardCost, message seconds and bytes, bit for bit,
+    as `shard_cost` one shard at a time, and `TorchRecCostModel.price_many` its ShardCost: random tables, every option's shards, both modes, one rank, one host,
     several hosts, fitted stage bandwidths and collectives; empty row-wise shards too (more ranks than rows)."""
     from dataclasses import replace
 
     from embedding.spec import PoolingSpec
     from sharding.bounds import _option_shards
     from sharding.topology import Link
+    from sharding.trec_cost import TorchRecCostModel
 
     rng = np.random.default_rng(7)
     tables = tuple(TableSpec(f"t{i}", int(rng.integers(1, 3_000_000)), int(rng.choice([4, 8, 16, 64, 128, 256, 512])),
@@ -243,5 +244,13 @@ def test_pricing_many_shards_at_once_gives_the_floats_of_pricing_them_one_by_one
                 assert ("c", t.name, st, rows, cols, tier, cf) in many._memo  # filled at once, not on demand
                 assert many.shard_cost(t, st, rows, cols, tier, cf) == one.shard_cost(t, st, rows, cols, tier, cf)
                 assert many.message_times(t, st, rows, cols) == one.message_times(t, st, rows, cols)
+                assert ("m", t.name, st, rows, cols, tier, cf) in many._memo
+                assert many.shard_memory(t, st, rows, cols, tier, cf) == one.shard_memory(t, st, rows, cols, tier, cf)
                 checked += 1
+            trec_many, trec_one = TorchRecCostModel(wl, topo), TorchRecCostModel(wl, topo)
+            trec_many.price_many(keys)
+            for t, st, rows, cols, tier, cf in keys:
+                assert (t.name, st, cols, tier, cf) in trec_many._memo
+                assert trec_many.shard_cost(t, st, rows, cols, tier, cf) == trec_one.shard_cost(t, st, rows, cols,
+                                                                                                 tier, cf)
     assert checked > 2000

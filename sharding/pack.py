@@ -168,11 +168,19 @@ class Builder:
         (h, K); their bytes per tier (h, tiers)), memoised per table and tier (the same for every packing)."""
         key = (t.name, *self.tiers[t.name])
         if key not in self._groups:
-            h = min(self.topo.ranks_per_host, self.topo.world_size)
-            shards = [self.shard(t, TWRW, b - a, t.dim) for a, b in row_ranges(t.rows, h)]
-            self._groups[key] = (float(sum(self.res.summary(v) for v, _ in shards).max()),
-                                 np.array([v for v, _ in shards]),
-                                 np.array([[m.get(x, 0.0) for x in tiers] for _, m in shards]))
+            raw_key = (*key, *tiers)  # vectors and bytes: the same for builders on other scales (`Resources.groups`)
+            raw = self.res.groups.get(raw_key)
+            if raw is None:
+                h = min(self.topo.ranks_per_host, self.topo.world_size)
+                shards = [self.shard(t, TWRW, b - a, t.dim) for a, b in row_ranges(t.rows, h)]
+                raw = self.res.groups[raw_key] = (
+                    [(pairwise_sum(v[:-1]), float(v[-1])) for v, _ in shards], np.array([v for v, _ in shards]),
+                    np.array([[m.get(x, 0.0) for x in tiers] for _, m in shards]))
+            s0, s1 = self.res.s0, self.res.s1
+            ours = trec = 0.0  # Σ `summary` over the shards, as numpy adds their (ours, TorchRec) pairs in order
+            for a, b in raw[0]:
+                ours, trec = ours + s0 * a, trec + s1 * b
+            self._groups[key] = (ours if ours >= trec else trec, raw[1], raw[2])
         return self._groups[key]
 
     def choose(self, t: TableSpec, theta: float, mu: float, allow_dp: bool, least_work: bool | int = False,

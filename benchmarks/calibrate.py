@@ -352,12 +352,15 @@ def _stage_times(world: int, repeats: int, shift: int = 0) -> dict[str, Any]:
     times: dict[str, dict[str, float]] = {}
     steps: dict[str, float] = {}
     gaps: dict[str, float] = {}
+    seconds: dict[str, list[float]] = {}  # per plan: (building the DMP, the whole case), this rank's clock
     for i in rotated([str(i) for i in range(len(plans))], shift):
         kind, big, stack = plans[int(i)]
         key = f"{kind}:stack" if stack else (f"{kind}:big" if big else kind)
+        t0 = time.perf_counter()
         overrides, plan = _overhead_plan(kind, world, big, stack)
         case = resolve_case(key, [*overrides, f"dist.repeats={repeats}"], plan, world)
         res = run_case(case, torch.device("cpu"), tempfile.gettempdir())
+        seconds[key] = [round(float(res.get("build_s", 0.0)), 3), round(time.perf_counter() - t0, 3)]
         gathered: list[Any] = [None] * world
         mine = {k: float(np.median(v)) for k, v in res["stages"].items()}
         step = float(np.median(res["step_s"]))
@@ -366,7 +369,7 @@ def _stage_times(world: int, repeats: int, shift: int = 0) -> dict[str, Any]:
         times[key] = {k: max(g[k] for g in gathered) for k in STAGE_KEYS}
         steps[key] = max(g["step"] for g in gathered)
         gaps[key] = float(np.mean([g["gap"] for g in gathered]))
-    return {"torchrec_stages_s": times, "torchrec_step_s": steps, "torchrec_gap_s": gaps}
+    return {"torchrec_stages_s": times, "torchrec_step_s": steps, "torchrec_gap_s": gaps, "stage_plan_s": seconds}
 
 
 def stage_plan_bytes(world: int, llc_bytes: float, weights: dict[str, dict[str, float]],

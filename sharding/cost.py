@@ -28,6 +28,15 @@ lookups + max of the optimizer + `CostModel.outside` (the step outside the embed
 backward, framework: `Topology.step_overhead` + `step_overhead_per_value` per pooled value a rank's batch yields
 in training); a rank's `wait` is the step minus its own work and that overhead.
 `shard_cost` (what the optimizer adds up per rank) keeps the per-shard bytes terms of each part.
+
+DP_BACKWARD: TorchRec runs a data-parallel group's lookup as FBGEMM's dense TBE (no fused update) inside
+`DistributedDataParallel` (torchrec.distributed.embeddingbag `init_data_parallel`): its backward writes a dense
+gradient of the whole replica (rows·d, zero-filled, then the ids' rows added) and DDP all-reduces it in the same
+stage, so the stage grows with the replica's bytes, not with its ids. With a calibrated DP "lookup_bwd" stage
+bandwidth (fitted on that stage's growth over the all-reduce's bytes, `benchmarks.calibrate.stage_plan_bytes`)
+that one figure prices the whole stage, and a replica's backward adds no lookup term of its own (before, it added
+the fused update's per-id and per-row costs × the backward multiplier: the all-reduce's stage counted twice, and
+on a calibration whose backward fit had no per-byte term the per-id bytes made DP plans cost hours).
 """
 from __future__ import annotations
 
@@ -400,7 +409,13 @@ class CostModel:
         slow_s = slow / topo.tier(tier).bandwidth
         fwd = fast / topo.stage_bw(st.short, "lookup", topo.fast.bandwidth) + slow_s
         bwd = 0.0
-        if wl.train:
+        dp_fitted = st == DP and "lookup_bwd" in topo.stage_bandwidth.get("DP", {})
+        if wl.train and dp_fitted:
+            # DP_BACKWARD: a replica's backward is a dense gradient and its all-reduce, both in proportion to the
+            # replica's bytes, priced per all-reduce byte by the fitted DP "lookup_bwd" bandwidth (`messages`)
+            bwd = 0.0 if topo.world_size > 1 else rows * cols * DTYPE_BYTES[t.dtype] / topo.stage_bw(
+                "DP", "lookup_bwd", 1.0)
+        elif wl.train:
             fitted = st != DP and "lookup_bwd" in topo.stage_bandwidth.get(st.short, {})
             bwd = (fast_bwd / topo.stage_bw(st.short, "lookup_bwd", 1.0) + slow_s * topo.bwd_compute_multiplier
                    if fitted else (fast_bwd / topo.stage_bw(st.short, "lookup", topo.fast.bandwidth) + slow_s)

@@ -113,7 +113,9 @@ def run_case(case: Case, device: torch.device, out_dir: str, case_index: int = 0
         report_phase("verify", case_index)
         checks = verify_case(case, dmp, device, world)
         report_phase("sharding", case_index)
+    t_build = time.perf_counter()
     dmp = _build(case, device, dist.group.WORLD)
+    build_s = time.perf_counter() - t_build
     gen = WorkloadGenerator(spec)
     inputs = [make_inputs(spec, gen.batch(rank * spec.num_batches + i), device) for i in range(spec.num_batches)]
     opt = make_optimizer(dmp, d.optimizer, d.learning_rate) if case.train else None
@@ -160,7 +162,7 @@ def run_case(case: Case, device: torch.device, out_dir: str, case_index: int = 0
         prof.export_chrome_trace(str(Path(out_dir) / f"{case.label}_trace_rank{rank}.json"))
     stages = {s: [st[s] for st in timer.steps] for s in STAGES}
     nbytes = dict(timer.bytes, allreduce_bytes=allreduce_bytes(dmp, world) if case.train else 0.0)
-    return {"rank": rank, "step_s": step_s, "stages": stages, "bytes": nbytes, "checks": checks}
+    return {"rank": rank, "step_s": step_s, "stages": stages, "bytes": nbytes, "checks": checks, "build_s": build_s}
 
 
 def _profiler(enabled: bool):

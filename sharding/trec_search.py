@@ -28,8 +28,8 @@ import heapq
 import itertools
 import math
 import warnings
-from typing import Any
 from dataclasses import dataclass, field
+from typing import Any
 
 from sharding.layouts import row_ranges, torchrec_column_pieces
 from sharding.plan import Shard, ShardingPlan, ShardingType, TablePlan
@@ -331,6 +331,8 @@ def model_space(cost: Any, trec: Any) -> tuple[list[Option], list[tuple[float, f
 def torchrec_space(workload: PlanWorkload, topo: Topology) -> tuple[list[Option], list[tuple[int, int]], int]:
     """TorchRec's own search space (its `EmbeddingEnumerator` with the constraints `run_torchrec_planner` passes)
     and the per-rank (hbm, ddr) its storage reservation leaves, and the local world size."""
+    from torchrec.distributed.planner.enumerators import EmbeddingEnumerator
+
     from sharding.torchrec_adapter import (
         _reservation,
         _sharders,
@@ -338,7 +340,6 @@ def torchrec_space(workload: PlanWorkload, topo: Topology) -> tuple[list[Option]
         to_constraints,
         torchrec_topology,
     )
-    from torchrec.distributed.planner.enumerators import EmbeddingEnumerator
 
     trec_topo = torchrec_topology(topo)
     constraints = to_constraints(workload, topo)

@@ -84,7 +84,6 @@ from sharding.search import Resources
 from sharding.tiers import PROMOTE_WORK, promote, tierings
 from sharding.topology import Topology
 from sharding.trec_cost import TorchRecCostModel
-from sharding.trec_search import SearchStats, model_space, search, to_plan
 from sharding.workload import PlanError, PlanWorkload
 
 __all__ = ["optimize", "OptimizeStats", "MILP_MAX_VARS"]
@@ -103,11 +102,7 @@ SEEDED_ITERS = 1000  # step 7: local-search budget of that start's packing
 TREC_ONLY_THETAS = (0.5,)  # extra packings on TorchRec's model alone, at these θ
 LEAST_WORK_BY = (3,)  # extra packings: each table's least-work option by ours (2), by TorchRec's model (3)
 REF_TAGS = (" TorchRec-only uniform-TWRW", " TorchRec-only smallest-piece", " uniform-RW",  # the reference packings
-            " TorchRec-placed smallest-piece",  # [1] is [3] after sharding-type moves on TorchRec's model
-            "TorchRec-search")  # TorchRec's planner search re-stated (`sharding.trec_search`), within its budget
-TREC_SEARCH_WORK = 30_000  # step 5: shards each of TorchRec's proposers may place (`trec_search.search`); its
-# search space is built only where it holds no more shards than this
-SEARCH_AS_BOUND = False  # the search's plan only bounds the pick (no worse on both, where a candidate is)
+            " TorchRec-placed smallest-piece")  # [1] is [3] after sharding-type moves on TorchRec's model
 TREC_TIE = 1e-3  # the pick: TorchRec ratings within 0.1% of the best count as equal (ties go to our model)
 
 
@@ -120,7 +115,6 @@ class OptimizeStats:
     lower_bounds: tuple[float, float] = (0.0, 0.0)  # (ours s, TorchRec s)
     dominates_baselines: bool = False
     milp: MilpStats | None = None
-    trec_search: SearchStats = field(default_factory=SearchStats)  # TorchRec's search re-stated (step 5)
 
 
 def optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[str, MissCurve] | None = None,
@@ -156,21 +150,10 @@ def _optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[s
         more, refs = _packings(Builder(builder.res, greedy, iters), topology, lb)  # room (step 1)
         found += [(f"{label} (greedy tiers)", p) for label, p in more]
         reference.update(refs)
-    bound = None
-    if (got := _trec_search(cost, trec, stats)) is not None:  # TorchRec's own planner search, re-stated
-        if SEARCH_AS_BOUND:  # not a candidate: the pick is no worse on both than it where a candidate is
-            bound = (cost.plan_cost(got), trec.plan_cost(got))
-        else:  # a candidate and a reference
-            found.append((REF_TAGS[4], got))
-            reference[id(got)] = None
     scored, baselines = _candidates(builder, found)
     good = _qualifying(scored, baselines, reference, stats)  # step 5
-    if bound is not None:
-        good = [x for x in good if x[1] <= bound[0] * (1 + 1e-9) and x[2] <= bound[1] * (1 + 1e-9)] or good
     label, ours, rating, plan = good[pick([(a, b) for _, a, b, _ in good])]
     stats.candidates = [(lab, a, b) for lab, a, b, _ in scored]
-    if bound is not None:
-        stats.candidates.append((f"{REF_TAGS[4]} (bound only)", *bound))
     n = len(workload.tables)
     from_baseline = label.split(" ")[0].split("+")[0] in BASELINES  # a (polished) baseline's types and tiers
 
@@ -255,19 +238,6 @@ def _packings(joint: Builder, topology: Topology, lb: tuple[float, float],
         if tag in REF_TAGS:
             reference[id(plan)] = None
     return found, reference
-
-
-def _trec_search(cost: CostModel, trec: TorchRecCostModel, stats: OptimizeStats) -> ShardingPlan | None:
-    """TorchRec 1.8's planner search on our models (`sharding.trec_search`: its proposers' sequence, its greedy
-    partitioner, the best by its rating), each proposer within `TREC_SEARCH_WORK` shards placed; None where its
-    search space alone holds more shards than that or no proposal fits. A reference (step 5): the pick is no
-    worse on both models than it where it is the best-rated reference."""
-    topo, n = cost.topology, len(cost.workload.tables)
-    if TREC_SEARCH_WORK <= 0 or n * (5 * topo.world_size + 4 * topo.ranks_per_host + 16) > TREC_SEARCH_WORK:
-        return None  # a bound on the space's shards (DP and 3 RW kernels: W each; TWRW: H each; TW, CW: few)
-    space, capacity, local = model_space(cost, trec)
-    best = search(space, capacity, local, TREC_SEARCH_WORK, stats.trec_search)
-    return None if best is None else to_plan(best, topo)
 
 
 def _smallest_piece(trec_only: Builder) -> tuple[list[tuple[str, ShardingPlan]], dict[int, int | None]]:

@@ -1,0 +1,377 @@
+"""TorchRec 1.8's planner search, re-stated: its default proposers' sequence, its greedy partitioner, the best plan
+by its rating, over a search space of sharding options, bounded by a counted number of partitions (no clock).
+
+What it re-states (torchrec/distributed/planner, read for this): `EmbeddingShardingPlanner.plan` runs its default
+proposers in order, `GridSearchProposer` (every combination of options, only where there are at most 10^4),
+`GreedyProposer()` (options per table sorted by their largest shard's perf; after each proposal the table whose
+current option holds the most storage, (max hbm, sum hbm, max ddr, sum ddr), moves to its next option),
+`GreedyProposer(use_depth=False)` (sorted by summed perf) and `UniformProposer` (for each sharding type every table
+has, each table's best option of that type). With the default threshold none of them reads the feedback, so the
+sequence of proposals is fixed before any is partitioned. A proposal seen before (the same set of options) is
+not partitioned again. Each new proposal goes through `GreedyPerfPartitioner` (sort by storage): uniform options
+(RW, DP) one shard per rank in rank order; the others grouped per table, sorted by their summed storage,
+largest first (stable); TW/CW shards each onto the rank least loaded by perf (ties: local rank, then rank) whose
+remaining storage holds it; TWRW onto the first host, hosts sorted by summed perf (stable), whose ranks hold its
+shards in rank order. A proposal that does not fit is skipped; the best is the first with the least max-over-ranks
+summed `Perf.total` (`NoopPerfModel`).
+
+The search space is a list of `Option`s in enumeration order. `torchrec_space` builds it from TorchRec's own
+enumerator and storage reservation (used to check the search against TorchRec's planner in the same process);
+`model_space` from our models, in a fixed order. TorchRec's enumerator orders each table's sharding types and
+kernels by iterating a set of strings (`EmbeddingEnumerator._filter_sharding_types` / `_filter_compute_kernels`),
+so its order, and with it which of two equally rated options or plans its planner keeps, changes with
+PYTHONHASHSEED from one process to the next; ratings do not.
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+from sharding.layouts import row_ranges, torchrec_column_pieces
+from sharding.plan import Shard, ShardingPlan, ShardingType, TablePlan
+from sharding.topology import Topology
+from sharding.workload import PlanWorkload
+
+__all__ = ["Option", "SearchStats", "search", "model_space", "torchrec_space", "to_plan", "trec_planner_plan", "MAX_GRID"]
+
+MAX_GRID = 10_000  # TorchRec's proposers.MAX_PROPOSALS: the grid search runs only at or below this many proposals
+_DEVICE, _HOST, _UNIFORM = ("table_wise", "column_wise"), ("table_row_wise",), ("row_wise", "data_parallel")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One sharding option of a table: per shard its perf parts (fwd_compute, fwd_comms, bwd_compute, bwd_comms,
+    prefetch_compute), its storage (hbm, ddr) and its block (row_start, rows, col_start, cols)."""
+
+    table: str
+    sharding_type: str
+    kernel: str
+    perf: tuple[tuple[float, float, float, float, float], ...]
+    storage: tuple[tuple[int, int], ...]
+    blocks: tuple[tuple[int, int, int, int], ...]
+    cache_fraction: float = 0.0
+
+    def total(self, i: int) -> float:  # Perf.total's order of summation
+        f, fc, b, bc, p = self.perf[i]
+        return f + b + fc + bc + p
+
+    @property
+    def depth(self) -> float:
+        return max(self.total(i) for i in range(len(self.perf)))
+
+    @property
+    def breadth(self) -> float:
+        s = 0.0
+        for i in range(len(self.perf)):
+            s += self.total(i)
+        return s
+
+
+@dataclass
+class SearchStats:
+    proposals: int = 0  # distinct proposals partitioned (TorchRec's num_proposals)
+    plans: int = 0  # of which fitted
+    cache_hits: int = 0
+    sequence: int = 0  # proposals in TorchRec's whole sequence, repeats included
+    work: int = 0  # shards placed (each partition places every shard of its proposal once, at most)
+    cut: list[str] = field(default_factory=list)  # proposers whose sequence the budget ended early
+    per_proposer: dict[str, int] = field(default_factory=dict)
+    rating: float = math.inf
+    best_proposer: str = ""
+
+
+def _sorted(opts: list[Option], depth: bool) -> list[Option]:
+    return sorted(opts, key=(lambda o: o.depth) if depth else (lambda o: o.breadth))
+
+
+def _greedy(by_table: dict[str, list[Option]], depth: bool):  # noqa: ANN202
+    opts = {k: _sorted(v, depth) for k, v in by_table.items()}
+    cur = dict.fromkeys(opts, 0)
+    while True:
+        yield [opts[k][i] for k, i in cur.items()]
+        largest, best = None, (0, 0, 0, 0)
+        for k, i in cur.items():
+            if i + 1 < len(opts[k]):
+                o = opts[k][i]
+                s = (max(h for h, _ in o.storage), sum(h for h, _ in o.storage),
+                     max(d for _, d in o.storage), sum(d for _, d in o.storage))
+                if s > best:
+                    largest, best = k, s
+        if largest is None:
+            return
+        cur[largest] += 1
+
+
+def _uniform(space: list[Option]):  # noqa: ANN202
+    tables = list(dict.fromkeys(o.table for o in space))
+    by_type: dict[str, dict[str, list[Option]]] = {}
+    for o in space:
+        by_type.setdefault(o.sharding_type, {}).setdefault(o.table, []).append(o)
+    for per_table in by_type.values():
+        if per_table.keys() == set(tables):
+            yield [_sorted(v, True)[0] for v in per_table.values()]
+
+
+def _grid(by_table: dict[str, list[Option]]):  # noqa: ANN202
+    if math.prod(len(v) for v in by_table.values()) > MAX_GRID:
+        return
+    opts = [_sorted(v, True) for v in by_table.values()]
+    for idx in itertools.product(*(range(len(v)) for v in opts)):
+        yield [v[i] for v, i in zip(opts, idx, strict=True)]
+
+
+class _Dev:
+    __slots__ = ("rank", "hbm", "ddr", "perf", "key")
+
+    def __init__(self, rank: int, hbm: int, ddr: int) -> None:
+        self.rank, self.hbm, self.ddr, self.perf = rank, hbm, ddr, [0.0] * 5
+
+    def total(self) -> float:
+        f, fc, b, bc, p = self.perf
+        return f + b + fc + bc + p
+
+    def fits(self, s: tuple[int, int]) -> bool:
+        return s[0] <= self.hbm and s[1] <= self.ddr
+
+    def take(self, s: tuple[int, int], p: tuple[float, ...]) -> None:
+        self.hbm -= s[0]
+        self.ddr -= s[1]
+        for j in range(5):
+            self.perf[j] += p[j]
+
+
+class _Heap:
+    """`OrderedDeviceHardware` in a heap: (perf total, local rank, rank)."""
+    __slots__ = ("dev", "local")
+
+    def __init__(self, dev: _Dev, local: int) -> None:
+        self.dev, self.local = dev, local
+
+    def __lt__(self, other: _Heap) -> bool:
+        a, b = self.dev, other.dev
+        return (a.total(), a.rank % self.local, a.rank) < (b.total(), b.rank % self.local, b.rank)
+
+
+def partition(proposal: list[Option], capacity: list[tuple[int, int]], local: int) -> list[list[int]] | None:
+    """`GreedyPerfPartitioner.partition` (sort by storage): the rank of each shard of each option, or None where
+    TorchRec raises a PlannerError."""
+    devs = [_Dev(r, h, d) for r, (h, d) in enumerate(capacity)]
+    ranks: list[list[int]] = [[-1] * len(o.storage) for o in proposal]
+    group = max(1, local)
+    hosts = [devs[i * group:(i + 1) * group] for i in range(len(devs) // group)]
+    for k, o in enumerate(proposal):  # uniform first
+        if o.sharding_type in _UNIFORM:
+            if len(o.storage) != len(devs):
+                return None
+            for i, d in enumerate(devs):
+                if not d.fits(o.storage[i]):
+                    return None
+                d.take(o.storage[i], o.perf[i])
+                ranks[k][i] = d.rank
+    rest = [k for k, o in enumerate(proposal) if o.sharding_type not in _UNIFORM]
+    totals = {k: (sum(h for h, _ in proposal[k].storage), sum(d for _, d in proposal[k].storage)) for k in rest}
+    rest.sort(key=lambda k: totals[k], reverse=True)  # stable, as list.sort(reverse=True)
+    heap: list[_Heap] | None = None
+    for k in rest:
+        o = proposal[k]
+        if o.sharding_type in _HOST:
+            heap = None
+            if not _cohost(o, k, hosts, totals[k], ranks):
+                return None
+            continue
+        if heap is None:
+            heap = [_Heap(d, local) for d in devs]
+            heapq.heapify(heap)
+        limit = len(heap) * 0.25
+        for i, s in enumerate(o.storage):
+            tmp = []
+            while heap:
+                top = heap[0]
+                if top.dev.fits(s):
+                    ranks[k][i] = top.dev.rank
+                    top.dev.take(s, o.perf[i])
+                    heapq.heapreplace(heap, top)
+                    break
+                heapq.heappop(heap)
+                tmp.append(top)
+            else:
+                return None
+            if tmp:
+                if len(tmp) <= limit:
+                    for t in tmp:
+                        heapq.heappush(heap, t)
+                else:
+                    heap.extend(tmp)
+                    heapq.heapify(heap)
+    return ranks
+
+
+def _cohost(o: Option, k: int, hosts: list[list[_Dev]], total: tuple[int, int], ranks: list[list[int]]) -> bool:
+    def perf_sum(host: list[_Dev]) -> float:
+        s = 0
+        for d in host:
+            s += d.total()
+        return s
+
+    for host in sorted(hosts, key=perf_sum):
+        if not (total[0] <= sum(d.hbm for d in host) and total[1] <= sum(d.ddr for d in host)):
+            continue
+        if len(o.storage) != len(host) or not all(d.fits(s) for d, s in zip(host, o.storage, strict=True)):
+            continue
+        for i, d in enumerate(host):
+            d.take(o.storage[i], o.perf[i])
+            ranks[k][i] = d.rank
+        return True
+    return False
+
+
+def _rating(proposal: list[Option], ranks: list[list[int]], world: int) -> float:
+    perfs = [0.0] * world
+    for o, rs in zip(proposal, ranks, strict=True):
+        for i, r in enumerate(rs):
+            perfs[r] += o.total(i)
+    return max(perfs)
+
+
+def search(space: list[Option], capacity: list[tuple[float, float]], local: int, budget: int | None = None,
+           stats: SearchStats | None = None) -> tuple[list[Option], list[list[int]]] | None:
+    """TorchRec's planner search over `space` (options in enumeration order) on ranks with `capacity` (hbm, ddr
+    left after its reservation) in hosts of `local`: the best proposal and its shards' ranks, or None where no
+    proposal fits. `budget` (counted work; TorchRec has an optional wall-clock timeout instead): each proposer
+    partitions new proposals while the shards they place, summed, stay within this."""
+    stats = stats if stats is not None else SearchStats()
+    by_table: dict[str, list[Option]] = {}
+    for o in space:
+        by_table.setdefault(o.table, []).append(o)
+    proposers = [("grid", _grid(by_table)), ("greedy", _greedy(by_table, True)),
+                 ("greedy-breadth", _greedy(by_table, False)), ("uniform", _uniform(space))]
+    seen: set[frozenset[int]] = set()
+    best: tuple[list[Option], list[list[int]]] | None = None
+    for name, gen in proposers:
+        work = 0
+        for proposal in gen:
+            stats.sequence += 1
+            key = frozenset(map(id, proposal))
+            if key in seen:
+                stats.cache_hits += 1
+                continue
+            shards = sum(len(o.storage) for o in proposal)
+            if budget is not None and work + shards > budget:
+                stats.cut.append(name)
+                break
+            seen.add(key)
+            stats.proposals += 1
+            stats.per_proposer[name] = stats.per_proposer.get(name, 0) + 1
+            work += shards
+            stats.work += shards
+            ranks = partition(proposal, capacity, local)
+            if ranks is None:
+                continue
+            stats.plans += 1
+            r = _rating(proposal, ranks, len(capacity))
+            if r < stats.rating:
+                stats.rating, stats.best_proposer, best = r, name, (proposal, ranks)
+    return best
+
+
+def to_plan(best: tuple[list[Option], list[list[int]]], topo: Topology) -> ShardingPlan:
+    """The search's best proposal as our plan."""
+    slow = topo.tiers[min(1, len(topo.tiers) - 1)].name
+    tables = {}
+    for o, rs in zip(*best, strict=True):
+        st = ShardingType(o.sharding_type)
+        tier = topo.fast.name if o.kernel in ("fused", "dense") else slow
+        shards = tuple(Shard(r, r0, r0 + n, c0, c0 + m, tier, o.cache_fraction)
+                       for r, (r0, n, c0, m) in zip(rs, o.blocks, strict=True))
+        tables[o.table] = TablePlan(o.table, st, shards)
+    return ShardingPlan(topo.world_size, tables)
+
+
+def model_space(cost: Any, trec: Any) -> tuple[list[Option], list[tuple[float, float]], int]:
+    """TorchRec's search space built from our models: its enumeration (per table, in table order: column-wise in
+    its column blocks (`torchrec_column_pieces`), data-parallel, row-wise over all ranks, table-row-wise over a
+    host, table-wise; kernels fused, fused_uvm, fused_uvm_caching (load factor 0.2, TorchRec's default) where
+    there is a slow tier, dense for data-parallel), each shard's perf by `TorchRecCostModel` (TorchRec's
+    estimator, to 1e-9) and its memory by our `CostModel.shard_memory` (TorchRec's storage estimator within a
+    few % per shard: buffers are counted differently); per-rank capacity from our topology (`cost.topology`,
+    inputs reserved)."""
+    topo, workload = cost.topology, cost.workload
+    fast = topo.fast.name
+    slow = topo.tiers[1].name if len(topo.tiers) > 1 and topo.device == "cuda" else None
+    W, H = topo.world_size, min(topo.ranks_per_host, topo.world_size)
+    out: list[Option] = []
+    for t in workload.tables:
+        n_cw = torchrec_column_pieces(t.dim)
+        width = t.dim // n_cw
+        rw, twrw = row_ranges(t.rows, W), row_ranges(t.rows, H)
+        layouts = [(ShardingType.COLUMN_WISE, [(0, t.rows, i * width, width) for i in range(n_cw)]),
+                   (ShardingType.DATA_PARALLEL, [(0, t.rows, 0, t.dim)] * W),
+                   (ShardingType.ROW_WISE, [(a, b - a, 0, t.dim) for a, b in rw]),
+                   (ShardingType.TABLE_ROW_WISE, [(a, b - a, 0, t.dim) for a, b in twrw]),
+                   (ShardingType.TABLE_WISE, [(0, t.rows, 0, t.dim)])]
+        for st, blocks in layouts:
+            kernels = [("dense", fast, 0.0)] if st == ShardingType.DATA_PARALLEL else [("fused", fast, 0.0)] + (
+                [("fused_uvm", slow, 0.0), ("fused_uvm_caching", slow, 0.2)] if slow else [])
+            for kernel, tier, cf in kernels:
+                perf, storage = [], []
+                for _, rows, _, cols in blocks:
+                    c = trec.shard_cost(t, st, rows, cols, tier, cf)
+                    perf.append((c.fwd_compute, c.fwd_comms, c.bwd_compute, c.bwd_comms, c.optimizer))
+                    m = cost.shard_memory(t, st, rows, cols, tier, cf)
+                    storage.append((m.get(fast, 0.0), m.get(slow, 0.0) if slow else 0.0))
+                out.append(Option(t.name, st.value, kernel, tuple(perf), tuple(storage), tuple(blocks), cf))
+    capacity = [(topo.usable(fast), topo.usable(slow) if slow else 0.0)] * W
+    return out, capacity, H
+
+
+def torchrec_space(workload: PlanWorkload, topo: Topology) -> tuple[list[Option], list[tuple[int, int]], int]:
+    """TorchRec's own search space (its `EmbeddingEnumerator` with the constraints `run_torchrec_planner` passes)
+    and the per-rank (hbm, ddr) its storage reservation leaves, and the local world size."""
+    from torchrec.distributed.planner.enumerators import EmbeddingEnumerator
+
+    from sharding.torchrec_adapter import (
+        _reservation,
+        _sharders,
+        embedding_module,
+        to_constraints,
+        torchrec_topology,
+    )
+
+    trec_topo = torchrec_topology(topo)
+    constraints = to_constraints(workload, topo)
+    module, sharders = embedding_module(workload), _sharders(workload)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reserved = _reservation(topo, workload).reserve(topology=trec_topo, batch_size=workload.batch_size,
+                                                        module=module, sharders=sharders, constraints=constraints)
+        enum = EmbeddingEnumerator(topology=trec_topo, batch_size=workload.batch_size, constraints=constraints)
+        space = enum.enumerate(module, sharders)
+    out = []
+    for so in space:
+        cf = 0.0
+        if so.compute_kernel == "fused_uvm_caching":
+            cf = so.cache_params.load_factor if so.cache_params and so.cache_params.load_factor else 0.2
+        out.append(Option(
+            so.name, so.sharding_type, so.compute_kernel,
+            tuple((s.perf.fwd_compute, s.perf.fwd_comms, s.perf.bwd_compute, s.perf.bwd_comms,
+                   s.perf.prefetch_compute) for s in so.shards),
+            tuple((s.storage.hbm, s.storage.ddr) for s in so.shards),
+            tuple((s.offset[0], s.size[0], s.offset[1], s.size[1]) for s in so.shards), cf))
+    capacity = [(d.storage.hbm, d.storage.ddr) for d in reserved.devices]
+    return out, capacity, trec_topo.local_world_size
+
+
+def trec_planner_plan(workload: PlanWorkload, topo: Topology, budget: int | None = None,
+                      stats: SearchStats | None = None) -> ShardingPlan | None:
+    """TorchRec's planner re-stated over TorchRec's own search space (`torchrec_space`)."""
+    space, capacity, local = torchrec_space(workload, topo)
+    best = search(space, capacity, local, budget, stats)
+    if best is None:
+        return None
+    plan = to_plan(best, topo)
+    plan.optimizer = "torchrec-search"
+    return plan

@@ -39,9 +39,9 @@ OPTIMIZERS = ["ours", "torchrec", *BASELINES]
 
 
 def make_plan(optimizer: str, wl: PlanWorkload, topo: Any, search_iters: int | None = None,
-              torchrec_timeout: int | None = None, anneal: int = 0) -> ShardingPlan:
+              torchrec_timeout: int | None = None, anneal: int = 0, torchrec_search: int = 0) -> ShardingPlan:
     if optimizer == "ours":
-        return optimize(wl, topo, search_iters=search_iters, anneal=anneal)
+        return optimize(wl, topo, search_iters=search_iters, anneal=anneal, torchrec_search=torchrec_search)
     if optimizer == "torchrec":
         from sharding.torchrec_adapter import run_torchrec_planner
         return run_torchrec_planner(wl, topo, timeout_s=torchrec_timeout)
@@ -102,7 +102,8 @@ def _topology(args: argparse.Namespace) -> Any:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    for flag, value, least in (("--search-iters", args.search_iters, 1), ("--anneal", args.anneal, 0)):
+    for flag, value, least in (("--search-iters", args.search_iters, 1), ("--anneal", args.anneal, 0),
+                               ("--torchrec-search", args.torchrec_search, 0)):
         if value is not None and value < least:
             raise PlanError(f"{flag} {value}: must be an integer ≥ {least}")
     topo = _topology(args)
@@ -112,7 +113,8 @@ def _plan(args: argparse.Namespace) -> int:
 
         load_learned(args.learned_model)  # a missing or stale model fails before any planning
     t0 = time.perf_counter()
-    plan = make_plan(args.optimizer, wl, topo, args.search_iters, args.torchrec_timeout, args.anneal)
+    plan = make_plan(args.optimizer, wl, topo, args.search_iters, args.torchrec_timeout, args.anneal,
+                     args.torchrec_search)
     wall = time.perf_counter() - t0
     cost = CostModel(wl, topo)
     validate_plan(plan, wl, topo, cost)
@@ -238,6 +240,10 @@ def _parser() -> argparse.ArgumentParser:
                         "no clock decides a plan)")
     p.add_argument("--anneal", type=int, default=0, metavar="N",
                    help="ours: N million proposals of the opt-in long search (sharding.anneal; about 5 M/s here)")
+    p.add_argument("--torchrec-search", type=int, default=0, metavar="N",
+                   help="ours: also run TorchRec's planner search re-stated on our models (sharding.trec_search), "
+                        "each proposer placing ≤ N shards (e.g. 30000), and return a plan no worse on both models "
+                        "than its best (opt-in: it can cost our model's rating where the two models disagree)")
     p.add_argument("--torchrec-timeout", type=int, default=None, help="torchrec: planner timeout (s)")
     p.add_argument("--no-torchrec-estimate", action="store_true", help="skip TorchRec's estimate of the plan")
     p.add_argument("--cost-model", choices=["analytic", "learned"], default="analytic",
@@ -257,6 +263,7 @@ def _check_args(args: argparse.Namespace) -> None:
               (args.batch_size >= 1, f"--batch-size {args.batch_size} must be ≥ 1")]
     if args.command == "plan":
         checks += [(args.anneal >= 0, f"--anneal {args.anneal} must be ≥ 0 (millions of proposals)"),
+                   (args.torchrec_search >= 0, f"--torchrec-search {args.torchrec_search} must be ≥ 0 (shards)"),
                    (args.torchrec_timeout is None or args.torchrec_timeout >= 1,
                     f"--torchrec-timeout {args.torchrec_timeout} must be ≥ 1 s")]
     for ok, message in checks:

@@ -71,7 +71,7 @@ def _rate(plan: ShardingPlan, inst: Instance, cost: CostModel, trec: TorchRecCos
     return {"valid": True, "ours_ms": cost.plan_cost(plan) * 1e3, "trec_ms": trec.plan_cost(plan) * 1e3}
 
 
-def run_instance(inst: Instance, torchrec: dict[str, Any] | None) -> dict[str, Any]:
+def run_instance(inst: Instance, torchrec: dict[str, Any] | None, torchrec_search: int = 0) -> dict[str, Any]:
     """One instance's record: every plan rated by both models, our CPU time, TorchRec's wall time."""
     wl, topo = inst.workload, inst.topology
     bound_topo = topo.reserve_inputs(wl.ids_per_batch)
@@ -83,7 +83,7 @@ def run_instance(inst: Instance, torchrec: dict[str, Any] | None) -> dict[str, A
     stats = OptimizeStats()
     c0, w0 = time.process_time(), time.perf_counter()
     try:  # the planner's time is `optimize` alone: the check and the ratings below are the benchmark's own
-        plan = optimize(wl, topo, stats=stats)
+        plan = optimize(wl, topo, stats=stats, torchrec_search=torchrec_search)
     except PlanError as e:
         plan, rec["plans"]["ours"] = None, {"valid": False, "note": str(e)[:160]}
     rec["ours_cpu_s"], rec["ours_wall_s"] = time.process_time() - c0, time.perf_counter() - w0
@@ -170,11 +170,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-tables", type=int, default=1000, help="cap on tables per instance")
     ap.add_argument("--torchrec-cap", type=float, default=60.0, help="seconds TorchRec's planner gets per instance")
     ap.add_argument("--no-torchrec", action="store_true", help="ours and the baselines only")
+    ap.add_argument("--torchrec-search", type=int, default=0, metavar="N",
+                    help="ours with the opt-in re-stated TorchRec search (≤ N shards per proposer; 0: off)")
     ap.add_argument("--torchrec-cache", type=Path, default=None, help="JSON lines of TorchRec's plans (read, append)")
     ap.add_argument("--out", type=Path, default=Path("results/validation/plan_family.jsonl"),
                     help="records (JSON lines); the table goes beside it as .md")
     args = ap.parse_args(argv)
-    for flag, v, least in (("--count", args.count, 1), ("--first", args.first, 0), ("--max-tables", args.max_tables, 1)):
+    for flag, v, least in (("--count", args.count, 1), ("--first", args.first, 0), ("--max-tables", args.max_tables, 1),
+                           ("--torchrec-search", args.torchrec_search, 0)):
         if v < least:
             print(f"error: {flag} {v}: must be ≥ {least}", file=sys.stderr)
             return 2
@@ -196,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
                     with open(args.torchrec_cache, "a") as f:
                         f.write(json.dumps(cache[key]) + "\n")
             tr = cache[key]
-        rec = run_instance(inst, tr)
+        rec = run_instance(inst, tr, args.torchrec_search)
         records.append(rec)
         print("  " + summarise([rec])[2], flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -84,6 +84,7 @@ from sharding.search import Resources
 from sharding.tiers import PROMOTE_WORK, promote, tierings
 from sharding.topology import Topology
 from sharding.trec_cost import TorchRecCostModel
+from sharding.trec_search import SearchStats, model_space, search, to_plan
 from sharding.workload import PlanError, PlanWorkload
 
 __all__ = ["optimize", "OptimizeStats", "MILP_MAX_VARS"]
@@ -103,6 +104,7 @@ TREC_ONLY_THETAS = (0.5,)  # extra packings on TorchRec's model alone, at these 
 LEAST_WORK_BY = (3,)  # extra packings: each table's least-work option by ours (2), by TorchRec's model (3)
 REF_TAGS = (" TorchRec-only uniform-TWRW", " TorchRec-only smallest-piece", " uniform-RW",  # the reference packings
             " TorchRec-placed smallest-piece")  # [1] is [3] after sharding-type moves on TorchRec's model
+SEARCH_TAG = "TorchRec-search"  # opt-in reference: TorchRec's planner search re-stated (`sharding.trec_search`)
 TREC_TIE = 1e-3  # the pick: TorchRec ratings within 0.1% of the best count as equal (ties go to our model)
 
 
@@ -115,26 +117,34 @@ class OptimizeStats:
     lower_bounds: tuple[float, float] = (0.0, 0.0)  # (ours s, TorchRec s)
     dominates_baselines: bool = False
     milp: MilpStats | None = None
+    trec_search: SearchStats = field(default_factory=SearchStats)  # TorchRec's search re-stated (opt-in, step 5)
 
 
 def optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[str, MissCurve] | None = None,
-             stats: OptimizeStats | None = None, search_iters: int | None = None, anneal: int = 0) -> ShardingPlan:
+             stats: OptimizeStats | None = None, search_iters: int | None = None, anneal: int = 0,
+             torchrec_search: int = 0) -> ShardingPlan:
     """Plan `workload` on `topology`; raises `PlanError` (naming the table and shortfall) when no plan exists.
     `miss_curves` (table -> miss-ratio curve) prices cached tables. Counted work alone ends every step
     (`search_iters` per local search, default `SEARCH_ITERS`; the MILP's node limit; pair evaluations;
     annealing proposals): no clock is read to decide anything, so a plan is the same on any machine under any
-    load. `anneal` > 0: that many million proposals of the opt-in long search (`sharding.anneal`, step 7)."""
+    load. `anneal` > 0: that many million proposals of the opt-in long search (`sharding.anneal`, step 7).
+    `torchrec_search` > 0 (opt-in): TorchRec's planner search re-stated on our models (`sharding.trec_search`),
+    each proposer placing at most that many shards, becomes a candidate and a reference (step 5), so the plan is no
+    worse on both models than TorchRec's own search would give within that budget; on instances where the two
+    models disagree it trades our model's cost for TorchRec's rating (issue 16 A/B: f80 fixed, f25/f77 1.9× by
+    ours). Off by default for that reason."""
     enabled = gc.isenabled()
     gc.disable()  # ~10^6 short-lived objects, few cycles: the cyclic collector took 0.15 of 0.78 s on t856/128
     try:
-        return _optimize(workload, topology, miss_curves, stats, search_iters, anneal)
+        return _optimize(workload, topology, miss_curves, stats, search_iters, anneal, torchrec_search)
     finally:
         if enabled:
             gc.enable()
 
 
 def _optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[str, MissCurve] | None,
-              stats: OptimizeStats | None, search_iters: int | None, anneal: int) -> ShardingPlan:
+              stats: OptimizeStats | None, search_iters: int | None, anneal: int, torchrec_search: int = 0,
+              ) -> ShardingPlan:
     start, cpu = time.perf_counter(), time.process_time()  # reported only (stats), never compared
     stats = stats if stats is not None else OptimizeStats()
     topology = topology.reserve_inputs(workload.ids_per_batch)
@@ -150,12 +160,16 @@ def _optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[s
         more, refs = _packings(Builder(builder.res, greedy, iters), topology, lb)  # room (step 1)
         found += [(f"{label} (greedy tiers)", p) for label, p in more]
         reference.update(refs)
+    if torchrec_search > 0 and (got := _trec_search(cost, trec, torchrec_search, stats)) is not None:
+        found.append((SEARCH_TAG, got))  # a candidate and a reference: the pick is no worse on both than it
+        reference[id(got)] = None
     scored, baselines = _candidates(builder, found)
     good = _qualifying(scored, baselines, reference, stats)  # step 5
     label, ours, rating, plan = good[pick([(a, b) for _, a, b, _ in good])]
     stats.candidates = [(lab, a, b) for lab, a, b, _ in scored]
     n = len(workload.tables)
     from_baseline = label.split(" ")[0].split("+")[0] in BASELINES  # a (polished) baseline's types and tiers
+    from_baseline |= label == SEARCH_TAG  # or TorchRec's search's: no packing chose them either (the polish)
 
     def take(tag: str, got: ShardingPlan | None) -> None:  # after the pick, so it cannot change which plan wins:
         nonlocal label, plan, ours  # a step replaces it only if it costs less by ours and TorchRec rates it no worse
@@ -238,6 +252,19 @@ def _packings(joint: Builder, topology: Topology, lb: tuple[float, float],
         if tag in REF_TAGS:
             reference[id(plan)] = None
     return found, reference
+
+
+def _trec_search(cost: CostModel, trec: TorchRecCostModel, work: int, stats: OptimizeStats) -> ShardingPlan | None:
+    """TorchRec 1.8's planner search on our models (`sharding.trec_search`: its proposers' sequence, its greedy
+    partitioner, the best by its rating), each proposer within `work` shards placed; None where its search space
+    alone holds more shards than that (a bound on the space: DP and 3 RW kernels W shards each, TWRW H, TW and CW
+    few) or no proposal fits."""
+    topo, n = cost.topology, len(cost.workload.tables)
+    if n * (5 * topo.world_size + 4 * topo.ranks_per_host + 16) > work:
+        return None
+    space, capacity, local = model_space(cost, trec)
+    best = search(space, capacity, local, work, stats.trec_search)
+    return None if best is None else to_plan(best, topo)
 
 
 def _smallest_piece(trec_only: Builder) -> tuple[list[tuple[str, ShardingPlan]], dict[int, int | None]]:

@@ -84,3 +84,22 @@ def test_partition_places_as_torchrecs_greedy_partitioner() -> None:
     # by storage, largest first: a onto rank 0 (tie: lower local rank), b onto rank 1, c onto rank 1 (3 < 4)
     assert ranks == [[1], [0, 1], [0], [1]]
     assert partition([c, rw, a, b], [(6, 0), (6, 0)], 2) is None  # c finds no room
+
+
+def test_optimize_with_the_search_is_no_worse_on_both_models_than_its_plan() -> None:
+    from sharding import optimize
+    from sharding.optimizer import SEARCH_TAG, OptimizeStats
+    wl, topo = _workload(1), topology(2, 4, 8.0)
+    rt = topo.reserve_inputs(wl.ids_per_batch)
+    cost, trec = CostModel(wl, rt), TorchRecCostModel(wl, rt)
+    space, capacity, local = model_space(cost, trec)
+    theirs = to_plan(search(space, capacity, local), rt)
+    stats = OptimizeStats()
+    ours = optimize(wl, topo, stats=stats, torchrec_search=30_000)
+    validate_plan(ours, wl, topo)
+    assert any(lab == SEARCH_TAG for lab, _, _ in stats.candidates) and stats.trec_search.proposals > 0
+    tol = 1 + 1e-9
+    assert cost.plan_cost(ours) <= cost.plan_cost(theirs) * tol and trec.plan_cost(ours) <= trec.plan_cost(theirs) * tol
+    default = OptimizeStats()
+    optimize(wl, topo, stats=default)  # off by default: no search ran
+    assert default.trec_search.proposals == 0 and all(lab != SEARCH_TAG for lab, _, _ in default.candidates)

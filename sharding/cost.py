@@ -284,7 +284,10 @@ class CostModel:
             near = (used * wl.index_bytes + bags * cols * wl.output_bytes) + gather
             fwd = near / topo.stage_bw(st.short, "lookup", topo.fast.bandwidth)
             bwd = np.zeros(len(ts))
-            if train:
+            if train and st == DP and "lookup_bwd" in topo.stage_bandwidth.get("DP", {}):  # DP_BACKWARD
+                if w == 1:
+                    bwd = rows * cols * nbytes / topo.stage_bw("DP", "lookup_bwd", 1.0)
+            elif train:
                 if st != DP and "lookup_bwd" in topo.stage_bandwidth.get(st.short, {}):
                     bwd = near / topo.stage_bw(st.short, "lookup_bwd", 1.0) + 0.0 * mult
                 else:

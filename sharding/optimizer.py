@@ -139,15 +139,13 @@ def optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[st
     stats = stats if stats is not None else OptimizeStats()
     start, cpu = time.perf_counter(), time.process_time()  # reported only (stats), never compared
     try:
-        plan = _optimize(workload, topology, miss_curves, stats, search_iters, anneal)
-        if torchrec_search > 0:
-            rt = topology.reserve_inputs(workload.ids_per_batch)
-            cost, trec = CostModel(workload, rt, miss_curves), TorchRecCostModel(workload, rt)
+        plan, cost, trec = _optimize(workload, topology, miss_curves, stats, search_iters, anneal)
+        if torchrec_search > 0:  # on the planning's own models: their memo already holds most options' prices
             got = _trec_search(cost, trec, torchrec_search, stats)
             if got is not None:
                 a, b = cost.plan_cost(got), trec.plan_cost(got)
                 if not (cost.plan_cost(plan) <= a * (1 + 1e-9) and trec.plan_cost(plan) <= b * (1 + 1e-9)):
-                    plan = _optimize(workload, topology, miss_curves, stats, search_iters, anneal, got)
+                    plan = _optimize(workload, topology, miss_curves, stats, search_iters, anneal, got)[0]
                 else:
                     stats.candidates.append((SEARCH_TAG, a, b))
         stats.wall_s, stats.cpu_s = time.perf_counter() - start, time.process_time() - cpu
@@ -159,7 +157,7 @@ def optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[st
 
 def _optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[str, MissCurve] | None,
               stats: OptimizeStats, search_iters: int | None, anneal: int, searched: ShardingPlan | None = None,
-              ) -> ShardingPlan:
+              ) -> tuple[ShardingPlan, CostModel, TorchRecCostModel]:
     topology = topology.reserve_inputs(workload.ids_per_batch)
     cost = CostModel(workload, topology, miss_curves)
     trec = TorchRecCostModel(workload, topology)
@@ -209,7 +207,7 @@ def _optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[s
         label, plan = _anneal(builder, cost, trec, label, plan, rating, anneal * 1_000_000, stats)
     stats.chosen = label
     plan.optimizer = "ours"
-    return plan
+    return plan, cost, trec
 
 
 def _packings(joint: Builder, topology: Topology, lb: tuple[float, float],

@@ -7,7 +7,8 @@ refinement for small instances and a long anneal).
    and the steps the fast tier turns out not to need are taken back (the greedy overshoots: on f64 of
    `sharding.family` it left five small tables in DDR beside the one large table that had to go; TorchRec's
    plan kept only that one there). Where that changed any table's tier, the greedy tiering's packings are
-   candidates too: a fuller fast tier leaves the packings less room (issue 16 A/B).
+   candidates too: a fuller fast tier leaves the packings less room (issue 16 A/B); where the attempt budget is
+   one packing, its budget's attempt alone (`_packings`: the others never changed a pick there).
 2. Every shard is priced on the step's resources (`sharding.search`): forward/backward/optimizer work and one row
    per collective (group, pass, op), plus TorchRec's per-rank perf. The objective is plan_cost's own shape,
    J = max((fixed + Σ_k max_r L[k, r]) / our bound, TorchRec's max / its bound), then their sum, then Σ L².
@@ -18,7 +19,8 @@ refinement for small instances and a long anneal).
    likewise, else row-wise over all ranks. Attempts (θ, μ, ...) in a fixed order, μ = 1 first (a piece may fill
    a rank; packing checks what fits), plus, over the budget: the reference packings (TorchRec's own first
    proposals, on its model, from its options (its column blocks, `torchrec_column_pieces`): every table
-   table-row-wise, and every table row-wise, as its UniformProposer; each table's option with the smallest
+   table-row-wise, and every table row-wise (not where the budget is one attempt: `_packings`), as its
+   UniformProposer; each table's option with the smallest
    piece, as its GreedyProposer starts, placed as its greedy partitioner places and that placement again after
    sharding-type moves on TorchRec's model; from our finer column blocks where TorchRec's do not fit), the
    moved smallest-piece packing from our column blocks, one packing on TorchRec's model alone, and one with each
@@ -168,7 +170,7 @@ def _optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[s
     builder = Builder(Resources(cost, trec, lb), tiers, iters)
     found, reference = _packings(builder, topology, lb)  # steps 2-4
     if greedy != tiers:  # the greedy tiering's packings too: fewer tables in the fast tier leave the packings
-        more, refs = _packings(Builder(builder.res, greedy, iters), topology, lb)  # room (step 1)
+        more, refs = _packings(Builder(builder.res, greedy, iters), topology, lb, second=True)  # room (step 1)
         found += [(f"{label} (greedy tiers)", p) for label, p in more]
         reference.update(refs)
     if searched is not None:  # TorchRec's search's plan (opt-in): a candidate and a reference, so the pick is no
@@ -210,11 +212,17 @@ def _optimize(workload: PlanWorkload, topology: Topology, miss_curves: Mapping[s
     return plan, cost, trec
 
 
-def _packings(joint: Builder, topology: Topology, lb: tuple[float, float],
+def _packings(joint: Builder, topology: Topology, lb: tuple[float, float], second: bool = False,
               ) -> tuple[list[tuple[str, ShardingPlan]], dict[int, int | None]]:
     """Steps 2-4: the packing attempts (`joint`: on both models over their bounds `lb`), as (label, plan), and
     the ids of the reference packings' plans, the moved smallest-piece reference's mapped to the id of its placed
-    form (`moves_count` decides which stands as the reference), the others' to None."""
+    form (`moves_count` decides which stands as the reference), the others' to None. `second`: the greedy
+    tiering's pass (step 1).
+
+    Where the attempt budget is one packing (the larger instances), the every-table-row-wise reference is not
+    packed, and the greedy tiering's pass packs the budget's attempt alone (no references, smallest-piece or extra
+    packings): on the 54 instances of ≥ 76 tables of `benchmarks.plan_family` seeds 0-119 plus random:1000:1/256
+    and t856/128, replaying step 5 without them changed no pick nor binding reference (issue 16, brief i16r)."""
     res, tiers, iters = joint.res, joint.tiers, joint.iters
     workload = res.cost.workload
     ours_only = Builder(Resources(res.cost, res.trec, (lb[0], lb[1] * 1e6), res), tiers, iters)  # TorchRec's ≈ 0
@@ -226,8 +234,10 @@ def _packings(joint: Builder, topology: Topology, lb: tuple[float, float],
     quick = Builder(trec_only.res, tiers, 0, share=trec_only)  # placed as TorchRec places, then type moves only
     quick.least_loaded = True
     uniform.torchrec_columns = quick.torchrec_columns = True
-    lead = [(quick, REF_TAGS[2], 1.0, 1.0, True, False, False, ShardingType.ROW_WISE)]
-    if topology.num_hosts > 1:
+    budget = max(1, ATTEMPT_WORK // len(workload.tables))  # fewer attempts on larger instances
+    lean = budget == 1  # one attempt: the row-wise reference (and, in the second pass, all but it) left out
+    lead = [] if lean else [(quick, REF_TAGS[2], 1.0, 1.0, True, False, False, ShardingType.ROW_WISE)]
+    if topology.num_hosts > 1 and not (lean and second):
         lead.insert(0, (uniform, REF_TAGS[0], 1.0, 1.0, True, False, True, TWRW))
     # then, in order: (builder, tag, θ, μ, data-parallel allowed, least-work, TWRW first, uniform type); the
     # first few over the budget: those on TorchRec's model alone and the least-work types
@@ -236,10 +246,12 @@ def _packings(joint: Builder, topology: Topology, lb: tuple[float, float],
                 *((joint, "", 0.5, 1.0, True, by, False) for by in LEAST_WORK_BY),
                 (joint, "", 1.0, 1.0, True, False, False), (ours_only, " ours-only", 0.5, 1.0, True, False, True)]
     extra = len(LEAST_WORK_BY) + len(TREC_ONLY_THETAS)
+    if lean and second:  # the budget's attempts only
+        attempts = [a for a in attempts if a[0] is joint and a[5] not in LEAST_WORK_BY]
+        extra = 0
     attempts += [(joint, "", theta, mu, dp, lw, tf) for mu in (0.5, 0.25, 0.1) for theta in (1.0, 0.5, 0.25)
                  for lw in (False, True) for dp in (True, False) for tf in (True, False) if not (lw and tf)]
-    budget = max(1, ATTEMPT_WORK // len(workload.tables))  # fewer attempts on larger instances
-    found, reference = _smallest_piece(trec_only)
+    found, reference = ([], {}) if lean and second else _smallest_piece(trec_only)
     exempt = len(found)  # packings in `lead` and the smallest-piece ones, tried in any case
     tried: set[tuple] = set()
     for i, (b, tag, theta, mu, dp, lw, tf, un) in enumerate(lead + [(*a, None) for a in attempts]):

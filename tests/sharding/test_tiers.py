@@ -128,3 +128,18 @@ def test_optimize_packs_the_greedy_tiering_too_where_taking_steps_back_changed_i
         plan = optimize(inst.workload, inst.topology, stats=stats)
         validate_plan(plan, inst.workload, inst.topology)
         assert any("(greedy tiers)" in c[0] for c in stats.candidates) == differs
+
+
+def test_the_greedy_tierings_pass_packs_the_budgets_attempt_alone_where_the_budget_is_one_packing() -> None:
+    """f64 (87 tables: a one-attempt budget; its greedy tiering differs): the greedy tiering's pass adds one
+    packing, the budget's attempt (no reference, smallest-piece or extra packing), and the plan is valid."""
+    from sharding import optimize
+    from sharding.optimizer import ATTEMPT_WORK, REF_TAGS, OptimizeStats
+    inst = instance(64)
+    assert ATTEMPT_WORK // len(inst.workload.tables) <= 1
+    stats = OptimizeStats()
+    plan = optimize(inst.workload, inst.topology, stats=stats)
+    validate_plan(plan, inst.workload, inst.topology)
+    second = [c[0] for c in stats.candidates if "(greedy tiers)" in c[0] and " + " not in c[0]]
+    assert len(second) == 1
+    assert not any(tag in second[0] for tag in (*REF_TAGS, "TorchRec-only", "least-work(TorchRec)", "finest"))

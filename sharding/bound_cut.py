@@ -13,7 +13,9 @@ The MILP (normalised units as in `sharding.bounds`; h is the table with the larg
       replicas and h's table-wise piece: the share of kind q's pieces on rank r0, the rank holding h if h is
       table-wise (any rank otherwise); y_q ≤ x_o(q);
   e_g ∈ [0, p_g] per group: whether r0 holds a shard of g (e_TW ≥ x_{h,TW}); E_k, r0's load on resource k:
-      E_k = x_{h,TW}·V_h[k] + Σ_q y_q·n_q·V_q[k] + Σ_{g ≠ DP} e_g·hold[g, k] + D_k
+      E_k = x_{h,TW}·V_h[k] + Σ_q y_q·n_q·V_q[k] + Σ_{g ≠ DP} e_g·hold[g, k] + D_k, except on a resource the
+      cost model prices by the mean over ranks (CPU all-to-alls: `CostModel.collective_price`), where every rank
+      carries 1/W of it: E_k = Σ_o T[o, k]·x_o / W
   r0:            E_k ≤ M_k
   the other W−1: Σ_o T[o, k]·x_o + Σ_g hold[g, k]·p_g − E_k ≤ (W − 1)·M_k
 Validity: for any plan our options express, set x, p from its choices, r0 as above, y_q the share of kind q's
@@ -55,6 +57,7 @@ def hot_rank_cut(r, world_size: int, node_limit: int = NODE_LIMIT) -> float:  # 
     y0, e0, m0, d0 = n0, n0 + len(movable), n_x + G, n_x + G + K  # new variables: y (kinds), e (groups)
     n_var = n0 + nq + G
     load = r.kn[movable, None] * r.V[movable]  # (nq, K): all of kind q's pieces
+    load[:, r.spread] = 0.0  # a resource priced by the mean over ranks: E_k = Σ T x / W, whoever holds what
     hold = np.where(np.arange(G)[:, None] == dp, 0.0, r.hold)  # r0's per-holder work, DP's left out
     ri, ci, vals = [], [], []
 
@@ -68,8 +71,10 @@ def hot_rank_cut(r, world_size: int, node_limit: int = NODE_LIMIT) -> float:  # 
         put(row0 + k, y0 + qi, sign * load[qi, k])
         gi, gk = np.nonzero(hold)
         put(row0 + gk, e0 + gi, sign * hold[gi, gk])
-        hk = np.flatnonzero(r.T[h_opt])
+        hk = np.flatnonzero(r.T[h_opt] * ~r.spread)
         put(row0 + hk, np.full(len(hk), h_opt), sign * r.T[h_opt, hk])
+        so, sk = np.nonzero(r.T * r.spread)
+        put(row0 + sk, so, sign * r.T[so, sk] / w)
         put(row0 + np.arange(K), d0 + np.arange(K), np.full(K, sign))
 
     explicit(0, 1.0)  # E_k − M_k ≤ 0

@@ -17,7 +17,9 @@ groups present:
   p_g ≥ Σ_{o ∈ g} x_jo for every table j
 pen_k is the tier term below, split between forward and backward as the cost model splits lookup time. So the
 minimum of base + Σ_g fixed_g·p_g + Σ_k M_k over the LP (x ≥ 0, Σ_o x_jo = 1, p ∈ [0, 1], M_k ≥ both right-hand
-sides) is ≤ every plan's cost. Piece rows are kept only for each resource's largest pieces (dropping rows only
+sides) is ≤ every plan's cost. On a topology that prices an all-to-all by the mean over ranks
+(`CostModel.collective_price`: CPU ranks) a piece's all-to-all seconds count 1/W in P and V (the step pays that
+much of it wherever the piece lies), in T in full (the average row is then the price itself). Piece rows are kept only for each resource's largest pieces (dropping rows only
 lowers the LP, so the bound stays valid). HiGHS solves it in normalised units; the value is shaved by 1e-6
 relative to cover solver tolerances.
 
@@ -90,22 +92,29 @@ def _table_terms(cost: CostModel | TorchRecCostModel, name: str, tiers: list[str
 
     one = tiers[0] if len(tiers) == 1 else None  # one tier (TorchRec's bound, most of ours): no generator
 
-    def price(st: ShardingType, rows: int, cols: int) -> float:
-        if one is not None:
-            return cost.shard_cost(t, st, rows, cols, one).total
-        return min(cost.shard_cost(t, st, rows, cols, x).total for x in tiers)
+    spread = isinstance(cost, CostModel) and cost.topology.all_to_all_by_mean and w > 1
 
-    tw = price(TW, t.rows, t.dim)
-    work, piece = tw, tw
+    def price(st: ShardingType, rows: int, cols: int) -> tuple[float, float]:
+        """(the shard's total, what the step pays for it on its rank): an all-to-all priced by the mean over
+        ranks (`CostModel.collective_price`) adds 1/W of its seconds to the step, wherever the shard lies."""
+        c = (cost.shard_cost(t, st, rows, cols, one).total if one is not None else
+             min(cost.shard_cost(t, st, rows, cols, x).total for x in tiers))
+        if not spread:
+            return c, c
+        a2a = sum(secs for _, op, secs in cost.message_times(t, st, rows, cols) if op == "all_to_all")
+        return c, max(0.0, c - a2a * (1 - 1 / w))
+
+    tw, tw_piece = price(TW, t.rows, t.dim)
+    work, piece = tw, tw_piece
     for k in [k for k in column_splits(t.dim) if k <= w]:
-        c = price(CW, t.rows, t.dim // k)
-        work, piece = min(work, c * k), min(piece, c)
+        c, cp = price(CW, t.rows, t.dim // k)
+        work, piece = min(work, c * k), min(piece, cp)
     for st, n in ((TWRW, h), (RW, w)):  # n = 1 too: TorchRec prices a lone RW shard below a TW one
         if n >= 1:
-            cs = [(price(st, r, t.dim), k) for r, k in row_sizes(t.rows, n)]
-            work, piece = min(work, sum(c * k for c, k in cs)), min(piece, max(c for c, _ in cs))
-    dp = price(DP, t.rows, t.dim)  # one rank too: a lone replica is a valid plan
-    work_dp, piece_dp = min(work, dp * w), min(piece, dp)
+            cs = [(*price(st, r, t.dim), k) for r, k in row_sizes(t.rows, n)]
+            work, piece = min(work, sum(c * k for c, _, k in cs)), min(piece, max(cp for _, cp, _ in cs))
+    dp, dp_piece = price(DP, t.rows, t.dim)  # one rank too: a lone replica is a valid plan
+    work_dp, piece_dp = min(work, dp * w), min(piece, dp_piece)
     return work_dp, piece_dp, work, piece
 
 
@@ -163,6 +172,7 @@ class _Relax:
     ot: np.ndarray
     hold: np.ndarray
     groups: list[ShardingType]
+    spread: np.ndarray  # (K,) bool: resources priced by the mean over ranks (`CostModel.collective_price`)
 
 
 def _build(cost: CostModel, penalty: float) -> _Relax:
@@ -171,6 +181,7 @@ def _build(cost: CostModel, penalty: float) -> _Relax:
     w, tiers, groups = topo.world_size, _cheapest_tiers(cost), list(ShardingType)
     keys: dict[tuple, int] = {"fwd": 0, "bwd": 1, "opt": 2}  # type: ignore[dict-item]
     tots, pieces, opt_group, opt_table, kinds = [], [], [], [], []
+    spread: set[int] = set()
     for j, t in enumerate(wl.tables):
         for st, shards in _option_shards(cost, t):
             tot: dict[int, float] = {}
@@ -179,13 +190,20 @@ def _build(cost: CostModel, penalty: float) -> _Relax:
                 cs = [cost.shard_cost(t, st, rows, cols, x) for x in tiers]  # each part at its least over tiers
                 v = {0: min(c.fwd_compute for c in cs), 1: min(c.bwd_compute for c in cs),
                      2: min(c.optimizer for c in cs)}
+                mean: set[int] = set()
                 for p, op, secs in cost.message_times(t, st, rows, cols):
                     k = keys.setdefault((st, p, op), len(keys))
                     v[k] = v.get(k, 0.0) + secs
-                kinds.append((len(tots), n, v))
+                    if cost._by_mean(op):
+                        mean.add(k)
+                        spread.add(k)
+                # a piece's load on its own rank; an all-to-all priced by the mean over ranks
+                # (`CostModel.collective_price`) charges the step 1/W of it wherever the piece lies
+                on_rank = {k: x / w if k in mean else x for k, x in v.items()}
+                kinds.append((len(tots), n, on_rank))
                 for k, x in v.items():
                     tot[k] = tot.get(k, 0.0) + n * x
-                    piece[k] = max(piece.get(k, 0.0), x)
+                    piece[k] = max(piece.get(k, 0.0), on_rank[k])
             tots.append(tot)
             pieces.append(piece)
             opt_group.append(groups.index(st))
@@ -267,7 +285,8 @@ def _build(cost: CostModel, penalty: float) -> _Relax:
     lo = np.zeros(n_var)
     hi = np.concatenate([np.ones(n_x + G), np.full(2 * K, np.inf)])
     return _Relax(a_ub, np.concatenate(ub), a_eq, b_eq, c, lo, hi, n_x, G, K, scale, base, T, V,
-                  np.array([q[0] for q in kinds]), np.array([q[1] for q in kinds]), og, ot, hold, groups)
+                  np.array([q[0] for q in kinds]), np.array([q[1] for q in kinds]), og, ot, hold, groups,
+                  np.isin(np.arange(K), sorted(spread)))
 
 
 def _relaxation(cost: CostModel, penalty: float) -> float:

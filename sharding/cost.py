@@ -19,7 +19,11 @@ output_dist, backward ones output_dist_bwd; DP's all-reduce: lookup_bwd) and DP'
 
 How a plan's step is assembled (`breakdown`): TorchRec runs one collective per sharding group (all shards of a
 type) per message kind, and every rank joins it, shards or not. So each (group, pass, op) collective costs
-max over ranks of the bytes it moves there / the op's bandwidth, and every rank pays it. Fixed per-step costs:
+max over ranks of the bytes it moves there / the op's bandwidth, and every rank pays it. ALL_TO_ALL_RULE: on CPU
+ranks (`Topology.all_to_all_by_mean`) an all-to-all costs the mean over ranks instead: gloo's exchange within a
+host is copies by the host's cores, and a one-sided one (every table on one rank: it receives all the ids and
+sends all the pooled outputs) measured as fast as a balanced one of the same total bytes (issue 19,
+results/validation/i19r_a2a_skew_20261203.md); on a balanced plan mean = max. Fixed per-step costs:
 with a calibrated `Topology.stage_overhead` (bytes ≈ 0 microbenchmarks), "base" once per step plus, per group
 present, its communication stages on every rank and its lookup stages on the ranks holding its shards;
 without one (GPU presets), one op latency per collective call (`COLLECTIVE_CALLS`). Ranks meet at each
@@ -531,8 +535,8 @@ class CostModel:
         waits for its busiest rank; each phase waits for its busiest rank."""
         latency, work = self._fixed(held, w)
         comms = {"fwd": 0.0, "bwd": 0.0}
-        for (_, p, _), secs in coll.items():
-            comms[p] += float(secs.max())
+        for (_, p, op), secs in coll.items():
+            comms[p] += self.collective_price(op, secs)
         phases = parts + work
         step = float(comms["fwd"] + comms["bwd"] + latency + phases.max(axis=1).sum()) + self.outside()
         return step, latency, work, phases, comms
@@ -545,6 +549,17 @@ class CostModel:
         loads: dict[str, np.ndarray] = {}
         step = self._assemble(plan, memory=False, loads=loads)[1]
         return loads, step - sum(float(v.max()) for v in loads.values())
+
+    def collective_price(self, op: str, secs: np.ndarray) -> float:
+        """Seconds every rank pays for one collective whose bytes put `secs` on each rank (ALL_TO_ALL_RULE): the
+        busiest rank's, or for an all-to-all on a topology that prices it by the mean
+        (`Topology.all_to_all_by_mean`), the mean over ranks."""
+        if self._by_mean(op):
+            return float(secs.sum()) / len(secs)
+        return float(secs.max())
+
+    def _by_mean(self, op: str) -> bool:
+        return op == "all_to_all" and self.topology.all_to_all_by_mean
 
     def _accumulate(self, plan: ShardingPlan, memory: bool) -> tuple[np.ndarray, np.ndarray, dict, dict, dict]:
         """Per rank, summed over its shards: (fwd, bwd, optimizer) work (3, W), shard counts, each collective's
@@ -613,7 +628,9 @@ class CostModel:
             rc.fwd_comms, rc.bwd_comms = comms["fwd"], comms["bwd"]
         if loads is not None:
             loads.update(zip(("fwd compute", "bwd compute", "optimizer"), phases, strict=True))
-            loads.update({f"{st.short} {p} {op}": v for (st, p, op), v in coll.items()})
+            loads.update({f"{st.short} {p} {op}": (np.full(w, self.collective_price(op, v)) if self._by_mean(op)
+                                                    else v)
+                          for (st, p, op), v in coll.items()})
         other = self.outside()
         for rc in ranks:
             rc.latency, rc.overhead, rc.other = latency, float(work[:, rc.rank].sum()), other
@@ -629,7 +646,7 @@ class CostModel:
         max over ranks of a group's messages of one op together)."""
         w = plan.world_size
         work = np.zeros((3, w))
-        sent: dict[tuple[ShardingType, str], np.ndarray] = {}
+        sent: dict[tuple[ShardingType, str, str], np.ndarray] = {}
         held: dict[ShardingType, set[int]] = {}
         for tp in plan.tables.values():
             t, st = self.tables[tp.name], tp.sharding_type
@@ -637,15 +654,16 @@ class CostModel:
                 c = self.shard_cost(t, st, s.rows, s.cols, s.tier, s.cache_fraction)
                 work[:, s.rank] += (c.fwd_compute, c.bwd_compute, c.optimizer)
                 held.setdefault(st, set()).add(s.rank)
-                for i, (p, _, secs) in enumerate(self.message_times(t, st, s.rows, s.cols)):
-                    sent.setdefault((st, self.message_stage(st, i, p)), np.zeros(w))[s.rank] += secs
+                for i, (p, op, secs) in enumerate(self.message_times(t, st, s.rows, s.cols)):
+                    k = (st, self.message_stage(st, i, p), op if self._by_mean(op) else "")
+                    sent.setdefault(k, np.zeros(w))[s.rank] += secs
         latency, fixed = self._fixed(held, w)
         work += fixed
         out = dict(zip(("lookup", "lookup_bwd", "optimizer"), (float(x) for x in work.max(axis=1)), strict=True))
         for k in ("input_dist", "output_dist", "output_dist_bwd"):
             out[k] = 0.0
-        for (_, stage), v in sent.items():
-            out[stage] += float(v.max())
+        for (_, stage, op), v in sent.items():
+            out[stage] += self.collective_price(op, v)
         topo = self.topology
         if topo.stage_overhead and w > 1:
             for name in ["base", *(st.short for st in held)]:
@@ -659,7 +677,8 @@ class CostModel:
 
     def stage_seconds(self, plan: ShardingPlan) -> dict[str, dict[str, float]]:
         """Byte terms of the step per sharding type and TorchRec stage (fixed costs left out): lookups the max
-        over ranks of the type's kernels, collectives the max over ranks of what the stage sends. With every
+        over ranks of the type's kernels, collectives what the stage sends priced as `collective_price` does (the max
+        over ranks; an all-to-all on CPU ranks: the mean, the max on the balanced calibration plans). With every
         bandwidth 1 these are the bytes `benchmarks.calibrate` fits stage bandwidths on."""
         acc: dict[str, dict[str, np.ndarray]] = {}
         w = plan.world_size
@@ -669,11 +688,16 @@ class CostModel:
             for s in tp.shards:
                 c = self.shard_cost(t, st, s.rows, s.cols, s.tier, s.cache_fraction)
                 parts = [("lookup", c.fwd_compute), ("lookup_bwd", c.bwd_compute), ("optimizer", c.optimizer)]
-                parts += [(self.message_stage(st, i, p), secs)
-                          for i, (p, _, secs) in enumerate(self.message_times(t, st, s.rows, s.cols))]
+                parts += [((self.message_stage(st, i, p), op if self._by_mean(op) else ""), secs)
+                          for i, (p, op, secs) in enumerate(self.message_times(t, st, s.rows, s.cols))]
                 for k, v in parts:
                     per.setdefault(k, np.zeros(w))[s.rank] += v
-        return {g: {k: float(v.max()) for k, v in per.items()} for g, per in acc.items()}
+        out: dict[str, dict[str, float]] = {}
+        for g, per in acc.items():
+            for k, v in per.items():
+                stage, op = k if isinstance(k, tuple) else (k, "")
+                out.setdefault(g, {})[stage] = out.get(g, {}).get(stage, 0.0) + self.collective_price(op, v)
+        return out
 
     def _fixed(self, held: dict[ShardingType, set[int]], w: int) -> tuple[float, np.ndarray]:
         """(fixed collective seconds every rank pays, fixed work seconds per phase (fwd, bwd, optimizer) × rank)

@@ -201,6 +201,14 @@ class Topology:
         return self.collective_link(ranks_span_hosts)
 
     @property
+    def all_to_all_by_mean(self) -> bool:
+        """Whether an all-to-all costs its ranks' mean bytes rather than its busiest rank's (`CostModel.
+        collective_price`): on CPU ranks (gloo within a host) the call is memory copies by the host's cores, and
+        a one-sided exchange (one rank receives all) measured as fast as a balanced one of the same total bytes
+        (results/validation/i19r_a2a_skew_20261203.md); GPU ranks keep the busiest rank's (each has its own link)."""
+        return self.device == "cpu"
+
+    @property
     def dense_update_bandwidth(self) -> float:
         return self.optimizer_bandwidth or self.fast.bandwidth
 

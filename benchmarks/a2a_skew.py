@@ -31,7 +31,7 @@ def _worker(rank: int, world: int, repeats: int, out: str, port: int) -> None:
             cross = kib * 1024 // 4  # floats crossing ranks in total
             for shape in SHAPES if rep == 0 else SHAPES[::-1]:
                 if shape == "balanced":  # each rank sends cross/2 to the peer and keeps cross/2
-                    send = [cross // 2, cross // 2] if rank == 0 else [cross // 2, cross // 2]
+                    send = [cross // 2, cross // 2]
                     recv = list(send)
                 else:  # rank 1 sends all to rank 0; rank 0 keeps its part and sends nothing
                     send = [cross // 2, 0] if rank == 0 else [cross, 0]

@@ -194,7 +194,7 @@ def _build(cost: CostModel, penalty: float) -> _Relax:
                 for p, op, secs in cost.message_times(t, st, rows, cols):
                     k = keys.setdefault((st, p, op), len(keys))
                     v[k] = v.get(k, 0.0) + secs
-                    if cost._by_mean(op):
+                    if cost.prices_by_mean(op):
                         mean.add(k)
                         spread.add(k)
                 # a piece's load on its own rank; an all-to-all priced by the mean over ranks

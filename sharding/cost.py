@@ -554,11 +554,11 @@ class CostModel:
         """Seconds every rank pays for one collective whose bytes put `secs` on each rank (ALL_TO_ALL_RULE): the
         busiest rank's, or for an all-to-all on a topology that prices it by the mean
         (`Topology.all_to_all_by_mean`), the mean over ranks."""
-        if self._by_mean(op):
+        if self.prices_by_mean(op):
             return float(secs.sum()) / len(secs)
         return float(secs.max())
 
-    def _by_mean(self, op: str) -> bool:
+    def prices_by_mean(self, op: str) -> bool:
         return op == "all_to_all" and self.topology.all_to_all_by_mean
 
     def _accumulate(self, plan: ShardingPlan, memory: bool) -> tuple[np.ndarray, np.ndarray, dict, dict, dict]:
@@ -628,7 +628,7 @@ class CostModel:
             rc.fwd_comms, rc.bwd_comms = comms["fwd"], comms["bwd"]
         if loads is not None:
             loads.update(zip(("fwd compute", "bwd compute", "optimizer"), phases, strict=True))
-            loads.update({f"{st.short} {p} {op}": (np.full(w, self.collective_price(op, v)) if self._by_mean(op)
+            loads.update({f"{st.short} {p} {op}": (np.full(w, self.collective_price(op, v)) if self.prices_by_mean(op)
                                                     else v)
                           for (st, p, op), v in coll.items()})
         other = self.outside()
@@ -655,7 +655,7 @@ class CostModel:
                 work[:, s.rank] += (c.fwd_compute, c.bwd_compute, c.optimizer)
                 held.setdefault(st, set()).add(s.rank)
                 for i, (p, op, secs) in enumerate(self.message_times(t, st, s.rows, s.cols)):
-                    k = (st, self.message_stage(st, i, p), op if self._by_mean(op) else "")
+                    k = (st, self.message_stage(st, i, p), op if self.prices_by_mean(op) else "")
                     sent.setdefault(k, np.zeros(w))[s.rank] += secs
         latency, fixed = self._fixed(held, w)
         work += fixed
@@ -688,7 +688,7 @@ class CostModel:
             for s in tp.shards:
                 c = self.shard_cost(t, st, s.rows, s.cols, s.tier, s.cache_fraction)
                 parts = [("lookup", c.fwd_compute), ("lookup_bwd", c.bwd_compute), ("optimizer", c.optimizer)]
-                parts += [((self.message_stage(st, i, p), op if self._by_mean(op) else ""), secs)
+                parts += [((self.message_stage(st, i, p), op if self.prices_by_mean(op) else ""), secs)
                           for i, (p, op, secs) in enumerate(self.message_times(t, st, s.rows, s.cols))]
                 for k, v in parts:
                     per.setdefault(k, np.zeros(w))[s.rank] += v

@@ -454,11 +454,14 @@ def _rescore(records: str, run_id: str, hw: str, model: dict | None, model_path:
 def _rescore_priced(records: str, val: dict, per_round: list[list[dict]], refs: list, hw: str, priced: str,
                     model: dict | None, model_path: str, mode: str) -> int:
     cases = merge_rounds(per_round, Path(records).resolve().parent)
-    lost = [c["case"] for c in cases if not c.get("plan_dict")]
-    if lost:  # their recorded predictions stay: say so, or a rescore on another calibration would look unmoved
-        print(f"warning: {len(lost)} of {len(cases)} cases' plan files were not found (e.g. "
-              f"{lost[0].replace(':', '/')}): they keep the predictions recorded when they were measured",
-              file=sys.stderr)
+    lost = [c for c in cases if not c.get("plan_dict")]
+    if lost:  # a rescore that kept the recorded predictions would compare nothing: refuse before pricing
+        name = next((r.get("plan", {}).get("file") for rs in per_round for r in rs if r["case"] == lost[0]["case"]),
+                    None)
+        print(f"dlrmbench validate-cost: error: --rescore: {len(lost)} of {len(cases)} cases' plan files are not "
+              f"found (e.g. {name!r}, looked up from here and beside {records!r}): run it from the folder the "
+              "measurement was started in", file=sys.stderr)
+        return 2
     overrides = {c["case"]: WORKLOADS[c["case"].split(":")[0]] for c in cases}
     analytic_predictions(cases, overrides, priced)
     if model is not None:

@@ -786,7 +786,9 @@ def write_yaml(out: str, rounds: list[dict[str, Any]], world: int, extra: dict[s
     for k, r in ((k, (extra["machine"].get("reference") or {}).get(k)) for k in ("start", "end")):
         if isinstance(r, dict):
             print(f"speed reference at the {k}: copy {r['copy_bandwidth'] / 1e9:.1f} GB/s, lookup "
-                  f"{r['lookup_s'] * 1e3:.3f} ms, MLP {r['mlp_s'] * 1e3:.2f} ms ({r.get('ranks')} ranks at once)")
+                  f"{r['lookup_s'] * 1e3:.3f} ms, MLP {r['mlp_s'] * 1e3:.2f} ms"
+                  + (f", all_reduce {r['sync_s'] * 1e6:.0f} µs" if "sync_s" in r else "")
+                  + f" ({r.get('ranks')} ranks at once)")
     print(f"lookup bandwidth {_g(bw)} GB/s, backward multiplier {mult:.2f}, dense optimizer "
           f"{_g(opt_bw)} GB/s, gloo " + ", ".join(f"{op} {lat * 1e6:.0f} µs + {_g(b)} GB/s"
                                                  for op, (lat, b) in links.items())

@@ -280,10 +280,12 @@ def reference_lines(refs: list[dict | None], cal: dict[str, float] | None, error
             lines.append(f"- round {k + 1}: no reference; median step error (ours) {_fmt(err, True)}")
             continue
         head = (f"- round {k + 1}: copy {ref['copy_bandwidth'] / 1e9:.1f} GB/s, lookup {1e3 * ref['lookup_s']:.3f} "
-                f"ms, MLP {1e3 * ref['mlp_s']:.2f} ms")
+                f"ms, MLP {1e3 * ref['mlp_s']:.2f} ms" + (f", all_reduce {1e6 * ref['sync_s']:.0f} µs"
+                                                          if "sync_s" in ref else ""))
         if cal:
             r = ratios(ref, cal)
             head += f"; ratio to the calibration's: bandwidth {r['bandwidth']:.2f}, compute {r['compute']:.2f}"
+            head += f", sync {r['sync']:.2f}" if "sync" in r else ""
             w = drift_warning(r, f"round {k + 1}")
             if w:
                 warns.append(w)

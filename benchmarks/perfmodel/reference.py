@@ -9,15 +9,22 @@ block's time / its calls. A block lasts tens of ms, longer than a scheduler slic
   lookup_s        one FBGEMM TBE forward (what DMP's fused kernel runs) over a fixed 200,000 × 64 fp32 table,
                   batch 512, 16 seeded uniform ids per bag (the step's lookup kernel)
   mlp_s           forward + backward of a fixed 256-wide 2-layer MLP on a batch of 256 (compute-bound)
+  sync_s          (where the ranks share a gloo process group) one all_reduce of 1 KiB, every rank at once:
+                  what a rank waits for the other's wake-up and the transport, the part of a gloo step's
+                  collectives and stage overheads that the three single-process pieces do not see (on the 2-core
+                  VM, four calibrations in one quiet half hour read copy and lookup within 15% of each other and
+                  their collective and fixed stage terms up to 2.5x apart:
+                  results/validation/calibrate_time_20261203.md)
 It runs in every rank at once (`run_probes` starts `world` processes; `benchmarks.calibrate`'s ranks call
 `probe` together), so a rank sharing a core with another, or with a busy loop, reads the share it gets, as a
 measured step's rank does; the figure stored is each field's median over the ranks.
 
 Ratios (`ratios`): bandwidth = copy bandwidth now / at calibration; compute = the geometric mean of the lookup's
-and the MLP's time at calibration / now. Both > 1 mean this machine is faster now. `rescale_hardware` reprices a
-calibration by them: every bandwidth (tiers, collectives, stage, optimizer) × the bandwidth ratio, every fixed
-time (stage overheads, step overhead(s), collective latencies) / the compute ratio (`mode="reference"`), or
-everything by the compute ratio (`mode="compute"`).
+and the MLP's time at calibration / now; sync = the all_reduce's time at calibration / now, where both have one.
+All > 1 mean this machine is faster now. `rescale_hardware` reprices a calibration by them: every bandwidth
+(tiers, collectives, stage, optimizer) × the bandwidth ratio, every fixed time (stage overheads, step
+overhead(s), collective latencies) / the sync ratio where there is one, else / the compute ratio
+(`mode="reference"`), or everything by the compute ratio (`mode="compute"`).
 """
 from __future__ import annotations
 
@@ -33,12 +40,14 @@ __all__ = ["probe", "run_probes", "try_probes", "combine", "ratios", "rescale_ha
            "REF_TOLERANCE", "FIELDS", "RESCALE_MODES"]
 
 FIELDS = ("copy_bandwidth", "lookup_s", "mlp_s")
+OPTIONAL = ("sync_s",)  # only where the probing ranks share a process group; older files lack it
 REF_TOLERANCE = 0.25  # a quiet VM's reference repeats within ~10%; section 12's slow state was 3× off
 RESCALE_MODES = ("none", "reference", "compute")
 BLOCKS = 7  # timed blocks per piece of work; the figure is their median
 COPY_MIB, COPY_CALLS = 32, 4  # calls per block
 LOOKUP_ROWS, LOOKUP_DIM, LOOKUP_BATCH, LOOKUP_POOL, LOOKUP_CALLS = 200_000, 64, 512, 16, 50
 MLP_WIDTH, MLP_BATCH, MLP_CALLS = 256, 256, 4
+SYNC_FLOATS, SYNC_CALLS = 256, 50
 
 
 def _median_call(fn, calls: int, blocks: int = BLOCKS, warmup: int = 2) -> float:
@@ -88,29 +97,54 @@ def probe() -> dict[str, float]:
             mlp(x).sum().backward()
 
         mlp_s = _median_call(step, MLP_CALLS)
+        out = {"copy_bandwidth": 2 * src.nbytes / copy_s, "lookup_s": lookup_s, "mlp_s": mlp_s}
+        sync = _sync_s()
+        if sync is not None:
+            out["sync_s"] = sync
     finally:
         torch.set_num_threads(threads)
-    return {"copy_bandwidth": 2 * src.nbytes / copy_s, "lookup_s": lookup_s, "mlp_s": mlp_s}
+    return out
+
+
+def _sync_s() -> float | None:
+    """Median per call of a 1 KiB all_reduce over the default process group (every rank calls it the same
+    counted number of times), None without one or alone in it."""
+    import torch
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+        return None
+    buf = torch.ones(SYNC_FLOATS)
+    dist.barrier()
+    return _median_call(lambda: dist.all_reduce(buf), SYNC_CALLS)
 
 
 def combine(per_rank: list[dict[str, float]]) -> dict[str, float]:
-    """One reference from every rank's probe: each field's median over the ranks."""
-    return {k: float(statistics.median(float(p[k]) for p in per_rank)) for k in FIELDS}
+    """One reference from every rank's probe: each field's median over the ranks (an optional field where every
+    rank has it)."""
+    keys = FIELDS + tuple(k for k in OPTIONAL if per_rank and all(k in p for p in per_rank))
+    return {k: float(statistics.median(float(p[k]) for p in per_rank)) for k in keys}
 
 
 def run_probes(world: int) -> dict[str, float]:
     """The reference with `world` processes probing at once (as `world` ranks of a job run): started with
-    spawn (no state shared with this process), they import first and start together at a barrier."""
+    spawn (no state shared with this process), they import first, join one gloo group (for `sync_s`) and start
+    together at a barrier."""
     import multiprocessing as mp
+    import tempfile
+    from pathlib import Path
 
     ctx = mp.get_context("spawn")
     barrier, queue = ctx.Barrier(world), ctx.Queue()
-    procs = [ctx.Process(target=_warm_then_probe, args=(barrier, queue)) for _ in range(world)]
-    for p in procs:
-        p.start()
-    out = [queue.get() for _ in procs]
-    for p in procs:
-        p.join()
+    with tempfile.TemporaryDirectory(prefix="dlrmbench-probe-") as tmp:
+        init = f"file://{Path(tmp) / 'store'}"
+        procs = [ctx.Process(target=_warm_then_probe, args=(barrier, queue, rank, world, init))
+                 for rank in range(world)]
+        for p in procs:
+            p.start()
+        out = [queue.get() for _ in procs]
+        for p in procs:
+            p.join()
     return {**combine(out), "ranks": world}
 
 
@@ -126,46 +160,61 @@ def try_probes(world: int) -> dict[str, float] | None:
         return None
 
 
-def _warm_then_probe(barrier, queue) -> None:  # pragma: no cover - runs in a child process
+def _warm_then_probe(barrier, queue, rank: int = 0, world: int = 1, init: str = "") -> None:  # pragma: no cover
     import fbgemm_gpu.split_table_batched_embeddings_ops_training  # noqa: F401
     import torch
+    import torch.distributed as dist
 
     torch.set_num_threads(1)
-    barrier.wait()
-    queue.put(probe())
+    if world > 1 and init:
+        dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    try:
+        barrier.wait()
+        queue.put(probe())
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
 
 
 def reference_of(data: dict[str, Any]) -> dict[str, float] | None:
     """A calibration's reference (`machine.reference`): the geometric mean of its start and end probes per
-    field (the state the calibration's terms were measured in, between the two), or None when it has none."""
+    field (the state the calibration's terms were measured in, between the two), or None when it has none; an
+    optional field where both have it."""
     ref = (data.get("machine") or {}).get("reference") or {}
     probes = [ref[k] for k in ("start", "end") if isinstance(ref.get(k), dict)]
     if not probes or any(not all(float(p.get(f) or 0) > 0 for f in FIELDS) for p in probes):
         return None
-    return {f: math.exp(sum(math.log(float(p[f])) for p in probes) / len(probes)) for f in FIELDS}
+    keys = FIELDS + tuple(f for f in OPTIONAL if all(float(p.get(f) or 0) > 0 for p in probes))
+    return {f: math.exp(sum(math.log(float(p[f])) for p in probes) / len(probes)) for f in keys}
 
 
 def ratios(now: dict[str, float], cal: dict[str, float]) -> dict[str, float]:
     """{"bandwidth": copy bandwidth now / at calibration, "compute": geometric mean of (lookup, MLP) time at
-    calibration / now}; > 1: faster now."""
-    return {"bandwidth": float(now["copy_bandwidth"]) / float(cal["copy_bandwidth"]),
-            "compute": math.sqrt(float(cal["lookup_s"]) / float(now["lookup_s"])
-                                 * float(cal["mlp_s"]) / float(now["mlp_s"]))}
+    calibration / now, "sync": all_reduce time at calibration / now (only where both have one)}; > 1: faster
+    now."""
+    out = {"bandwidth": float(now["copy_bandwidth"]) / float(cal["copy_bandwidth"]),
+           "compute": math.sqrt(float(cal["lookup_s"]) / float(now["lookup_s"])
+                                * float(cal["mlp_s"]) / float(now["mlp_s"]))}
+    if float(now.get("sync_s") or 0) > 0 and float(cal.get("sync_s") or 0) > 0:
+        out["sync"] = float(cal["sync_s"]) / float(now["sync_s"])
+    return out
 
 
 def drift_warning(r: dict[str, float], where: str, tolerance: float = REF_TOLERANCE,
                   against: str = "the calibration's") -> str | None:
-    """One warning line when either ratio is off 1 by more than `tolerance`, else None."""
-    if all(abs(r[k] - 1) <= tolerance for k in ("bandwidth", "compute")):
+    """One warning line when any ratio is off 1 by more than `tolerance`, else None."""
+    if all(abs(v - 1) <= tolerance for v in r.values()):
         return None
+    sync = f", sync ×{r['sync']:.2f}" if "sync" in r else ""
     return (f"warning: {where}: the speed reference reads bandwidth ×{r['bandwidth']:.2f}, compute "
-            f"×{r['compute']:.2f} of {against} (tolerance ±{100 * tolerance:.0f}%): the calibrated prices "
+            f"×{r['compute']:.2f}{sync} of {against} (tolerance ±{100 * tolerance:.0f}%): the calibrated prices "
             "may be off by as much (validate-cost --rescale reference prices by it)")
 
 
 def rescale_hardware(data: dict[str, Any], r: dict[str, float], mode: str = "reference") -> dict[str, Any]:
     """A copy of the hardware YAML `data` priced at the speed `r` (`ratios`): bandwidths × r["bandwidth"]
-    (`mode` "reference") or × r["compute"] ("compute"); fixed times / r["compute"]. "none": an unchanged copy.
+    (`mode` "reference") or × r["compute"] ("compute"); fixed times / r["sync"] where `r` has it and the mode
+    is "reference", else / r["compute"]. "none": an unchanged copy.
     Byte weights (lookup_weights), the backward multiplier and capacities are ratios or sizes: unchanged."""
     if mode not in RESCALE_MODES:
         raise ValueError(f"rescale mode {mode!r}: allowed {', '.join(RESCALE_MODES)}")
@@ -173,7 +222,7 @@ def rescale_hardware(data: dict[str, Any], r: dict[str, float], mode: str = "ref
     if mode == "none":
         return out
     bw = float(r["bandwidth"] if mode == "reference" else r["compute"])
-    ct = float(r["compute"])
+    ct = float(r["sync"] if mode == "reference" and "sync" in r else r["compute"])
     if not (bw > 0 and ct > 0):
         raise ValueError(f"rescale ratios must be > 0, got {r}")
     for t in out.get("tiers") or []:
@@ -193,9 +242,9 @@ def rescale_hardware(data: dict[str, Any], r: dict[str, float], mode: str = "ref
     for k in ("step_overhead", "step_overhead_per_value"):
         if out.get(k):
             out[k] = float(out[k]) / ct
-    out["rescaled"] = {"mode": mode, "bandwidth": bw, "compute": ct,
+    out["rescaled"] = {"mode": mode, "bandwidth": bw, "fixed_times": ct,
                        "how": "benchmarks.perfmodel.reference.rescale_hardware: bandwidths × bandwidth, fixed "
-                              "times / compute"}
+                              "times / sync (where the references have one, mode reference), else / compute"}
     return out
 
 

@@ -121,3 +121,28 @@ def test_a_live_run_refuses_to_rescale_a_file_without_a_reference_before_measuri
                                "--records", str(records)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "has no speed reference" in err[0] and not records.exists()
+
+
+def test_sync_ratio_reprices_fixed_times_where_both_references_have_one() -> None:
+    cal = dict(CAL, sync_s=100e-6)
+    assert "sync" not in ref.ratios(dict(CAL), cal) and "sync" not in ref.ratios(cal, dict(CAL))
+    r = ref.ratios(dict(CAL, sync_s=400e-6), cal)  # the all_reduce 4x slower now, the rest unchanged
+    assert r == pytest.approx({"bandwidth": 1.0, "compute": 1.0, "sync": 0.25})
+    data = {"collectives": {"all_to_all": {"bandwidth": 1e9, "latency": 100e-6}}, "step_overhead": 4e-3,
+            "stage_overhead": {"TW": {"lookup": 1e-3}}}
+    out = ref.rescale_hardware(data, r, "reference")
+    assert out["collectives"]["all_to_all"] == {"bandwidth": 1e9, "latency": 400e-6}
+    assert out["step_overhead"] == 16e-3 and out["stage_overhead"]["TW"]["lookup"] == 4e-3
+    assert ref.rescale_hardware(data, r, "compute")["step_overhead"] == 4e-3  # compute mode ignores sync
+    w = ref.drift_warning(r, "round 1")
+    assert w and "sync ×0.25" in w
+    both = {"start": dict(CAL, sync_s=100e-6), "end": dict(CAL, sync_s=400e-6)}
+    assert ref.reference_of({"machine": {"reference": both}})["sync_s"] == pytest.approx(200e-6)
+    both["end"].pop("sync_s")
+    assert "sync_s" not in ref.reference_of({"machine": {"reference": both}})
+    assert "sync_s" not in ref.combine([dict(CAL, sync_s=1.0), dict(CAL)])
+
+
+def test_probes_in_a_process_group_time_the_all_reduce() -> None:
+    got = ref.run_probes(2)
+    assert got["ranks"] == 2 and got["sync_s"] > 0 and all(got[k] > 0 for k in ref.FIELDS)

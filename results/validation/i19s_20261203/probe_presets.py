@@ -1,11 +1,16 @@
-import hashlib, json, sys
+"""probe_presets.py: our plan (as `compare-plans` makes it) for six workload presets (max_rows 200000) on the
+calibrated dev_2core file at 2 ranks: preset, tables, plan hash, plan_cost ms. Run with PYTHONPATH at the tree."""
+import hashlib
+import json
 from dataclasses import replace
+
 from benchmarks.distributed.case import make_plan
 from benchmarks.distributed.config import compose_dist
 from embedding.workload_config import build_workload
+from sharding import CostModel
 from sharding.topology import load_topology
 from sharding.workload import PlanWorkload
-from sharding import CostModel
+
 hw = "/work/notes/s11/q19/cal.yaml"
 for w in ["rm1", "rm2", "rm3", "criteo_kaggle", "dcnv2", "default"]:
     cfg = compose_dist([f"workload={w}", "workload.max_rows=200000", f"dist.hardware={hw}"])

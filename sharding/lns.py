@@ -289,32 +289,44 @@ def loads_of(res: Resources, plan: ShardingPlan) -> tuple[Loads, list[Piece]]:
     cost, topo = res.cost, res.cost.topology
     state = Loads(res, topo, {tp.sharding_type for tp in plan.tables.values()})
     pieces: list[Piece] = []
+    spread = 0.0  # `Resources.spread` of the plan's shards
     for name, tp in plan.tables.items():
         t, st = cost.tables[name], tp.sharding_type
-        if "_build" in tp.__dict__ and _put_alike(res, state, pieces, t, tp):
+        if "_build" in tp.__dict__ and (got := _put_alike(res, state, pieces, t, tp)) is not None:
+            spread += got
             continue
         if st == ShardingType.DATA_PARALLEL and len(tp.shards) == topo.world_size:
             s = tp.shards[0]
             state.put_all(st, *res.shard(t, st, s.rows, s.cols, s.tier, s.cache_fraction))
+            if res.by_mean:
+                spread += topo.world_size * res.spread(t, st, s.rows, s.cols, s.tier, s.cache_fraction)
             continue
         for s in sorted(tp.shards, key=lambda s: s.col_start):
             v, m = res.shard(t, st, s.rows, s.cols, s.tier, s.cache_fraction)
             state.put(s.rank, st, v, m)
+            if res.by_mean:
+                spread += res.spread(t, st, s.rows, s.cols, s.tier, s.cache_fraction)
             if st in (TW, CW):
                 pieces.append(Piece(name, st, v, m, s.rank))
+    if spread:
+        state.respread(spread)
     return state, pieces
 
 
-def _put_alike(res: Resources, state: Loads, pieces: list[Piece], t, tp) -> bool:  # noqa: ANN001
+def _put_alike(res: Resources, state: Loads, pieces: list[Piece], t, tp) -> float | None:  # noqa: ANN001
     """`loads_of`'s loop for one table plan made by `layouts.table_plan`, from its shapes (`TablePlan.alike`)
     without making its shards: their ranks are listed in shard order (column order for column-wise), so each
     shape's shards on distinct ranks go in at once (`Loads.put_ranks`: on every rank the same additions, in
-    table order, as one `put` per shard). False (nothing done) where a table repeats a rank: the loop handles it."""
+    table order, as one `put` per shard). Returns the shards' summed `Resources.spread`, or None (nothing done)
+    where a table repeats a rank: the loop handles it."""
     st, alike = tp.sharding_type, tp.alike()
     if len({r for ranks in alike.values() for r in ranks}) != sum(len(ranks) for ranks in alike.values()):
-        return False
+        return None
+    spread = 0.0
     for (rows, cols, tier, cf), ranks in alike.items():
         v, m = res.shard(t, st, rows, cols, tier, cf)
+        if res.by_mean:
+            spread += len(ranks) * res.spread(t, st, rows, cols, tier, cf)
         if st == ShardingType.DATA_PARALLEL and len(ranks) == state.L.shape[1]:
             state.put_all(st, v, m)
         elif len(ranks) == 1:
@@ -323,7 +335,7 @@ def _put_alike(res: Resources, state: Loads, pieces: list[Piece], t, tp) -> bool
             state.put_ranks(np.array(ranks, dtype=np.int64), st, v, m)
         if st in (TW, CW):
             pieces.extend(Piece(t.name, st, v, m, r) for r in ranks)
-    return True
+    return spread
 
 
 def refine_plan(res: Resources, plan: ShardingPlan, evals: int = PAIR_EVALS, flat_iters: int = 0,

@@ -4,10 +4,12 @@ under a node limit (counted work, not the clock), with the tiers fixed.
 Options per table: table-wise; column-wise into k equal blocks (k ≤ world, blocks on distinct ranks); row-wise
 over all ranks; table-row-wise on one host; data-parallel (fast tier, tiny tables). The objective is the search's
 J = max(step / lb_ours, TorchRec's max / lb_trec) with the step as `CostModel.plan_cost` assembles it:
-  Z ≥ s0·(base + Σ_g fixed_g·p_g + Σ_k M_k),   M_k ≥ L[k, r] (every resource row k, rank r),
+  Z ≥ s0·(base + Σ_g fixed_g·p_g + Σ_k M_k + Σ_x spread_x·x / W),   M_k ≥ L[k, r] (every resource row k, rank r),
   Z ≥ s1·T[r],   p_g ≥ x for every placement of group g (p_g = 1: group g present),
-each tier's bytes within its usable capacity. It leaves out the per-holder lookup overheads (≥ 0, calibrated CPU
-presets only), so its dual bound stays a valid bound and its plan is re-priced exactly before it competes.
+each tier's bytes within its usable capacity (spread_x: the all-to-all seconds of placement x where the step
+pays an all-to-all's mean over ranks, `Resources.spread`). It leaves out the per-holder lookup overheads (≥ 0,
+calibrated CPU presets only), so its dual bound stays a valid bound and its plan is re-priced exactly before it
+competes.
 HiGHS's dual bound certifies how far the incumbent heuristic plan can be from the best plan of these options.
 """
 from __future__ import annotations
@@ -163,6 +165,11 @@ def milp_refine(builder: Builder, incumbent: ShardingPlan, max_binaries: int, no
         rows_i.append(row)
         cols_i.append(g0 + gi)
         vals.append(res.s0 * (res.const({st}) - base))
+    if res.by_mean:  # a placement's all-to-alls priced by the mean: its seconds / W wherever it sits
+        for var, (j, st, k, _) in enumerate(cols):
+            rows_i.append(row)
+            cols_i.append(1 + var)
+            vals.append(res.s0 * builder.spread(tables[j], st, k) / (k if st in (TW, CW) else 1) / W)
     rows_i.append(row)
     cols_i.append(0)
     vals.append(-1.0)

@@ -66,11 +66,24 @@ class Builder:
         self._prices: dict[str, list] = {}
         self._groups: dict[tuple, tuple[float, np.ndarray, np.ndarray]] = {}  # `_group`
         vecs = np.array([self.shard(t, TW, t.rows, t.dim)[0] for t in self.cost.workload.tables])
-        tw = np.stack([res.s0 * vecs[:, :-1].sum(axis=1), res.s1 * vecs[:, -1]], axis=1)  # `summary` of each
+        spread = np.array([self.shard_spread(t, TW, t.rows, t.dim) for t in self.cost.workload.tables])
+        tw = np.stack([res.s0 * (vecs[:, :-1].sum(axis=1) + spread), res.s1 * vecs[:, -1]], axis=1)  # `summary`
         self.avg = float((tw.sum(axis=0) / self.topo.world_size).max())  # average rank load, larger component
 
     def shard(self, t: TableSpec, st: ShardingType, rows: int, cols: int) -> tuple[np.ndarray, dict[str, float]]:
         return self.res.shard(t, st, rows, cols, *self.tiers[t.name])
+
+    def shard_spread(self, t: TableSpec, st: ShardingType, rows: int, cols: int) -> float:
+        return self.res.spread(t, st, rows, cols, *self.tiers[t.name]) if self.res.by_mean else 0.0
+
+    def spread(self, t: TableSpec, st: ShardingType, k: int) -> float:
+        """`Resources.spread` summed over table t's k shards of type st (`Loads.spread`'s share of the table):
+        the sizes and summaries of options add it (it is the table's step time, wherever it sits)."""
+        if not self.res.by_mean:
+            return 0.0
+        if st in (TW, CW, DP):
+            return k * self.shard_spread(t, st, t.rows, t.dim // k if st == CW else t.dim)
+        return sum(n * self.shard_spread(t, st, rows, t.dim) for rows, n in row_sizes(t.rows, k))
 
     def _feasible(self, t: TableSpec, mu: float, allow_dp: bool,
                   ) -> tuple[list[Option], list[float], int, int]:
@@ -145,21 +158,23 @@ class Builder:
             return raw[key]
         topo, w, h = self.topo, self.topo.world_size, min(self.topo.ranks_per_host, self.topo.world_size)
 
-        def sums(v: np.ndarray, n: int) -> tuple[float, float, int]:
-            return pairwise_sum(v[:-1]), float(v[-1]), n
+        def sums(v: np.ndarray, n: int, spread: float) -> tuple[float, float, int]:
+            return pairwise_sum(v[:-1]) + spread, float(v[-1]), n
 
         out: list = []
         if self.tiers[t.name][0] == topo.fast.name:  # one rank too: a lone replica (DDP) is valid
             dv, dm = self.shard(t, DP, t.rows, t.dim)  # a replica on every rank (`pack` drops those that overfill)
-            out.append((DP, w, [sums(dv, w)], dm))
+            out.append((DP, w, [sums(dv, w, self.shard_spread(t, DP, t.rows, t.dim))], dm))
         for k in [1] + [k for k in column_splits(t.dim) if k <= w]:
-            v, m = self.shard(t, TW if k == 1 else CW, t.rows, t.dim // k)
-            out.append((TW if k == 1 else CW, k, [sums(v, k)], m))
+            st = TW if k == 1 else CW
+            v, m = self.shard(t, st, t.rows, t.dim // k)
+            out.append((st, k, [sums(v, k, self.shard_spread(t, st, t.rows, t.dim // k))], m))
         if h > 1 and topo.num_hosts > 1:
-            shards = [(self.shard(t, TWRW, r, t.dim), k) for r, k in row_sizes(t.rows, h)]
-            out.append((TWRW, h, [sums(v, k) for (v, _), k in shards], shards[0][0][1]))
-        shards = [(self.shard(t, RW, r, t.dim), k) for r, k in row_sizes(t.rows, w)]
-        out.append((RW, w, [sums(v, k) for (v, _), k in shards], {}))
+            shards = [(self.shard(t, TWRW, r, t.dim), k, r) for r, k in row_sizes(t.rows, h)]
+            out.append((TWRW, h, [sums(v, k, self.shard_spread(t, TWRW, r, t.dim)) for (v, _), k, r in shards],
+                        shards[0][0][1]))
+        shards = [(self.shard(t, RW, r, t.dim), k, r) for r, k in row_sizes(t.rows, w)]
+        out.append((RW, w, [sums(v, k, self.shard_spread(t, RW, r, t.dim)) for (v, _), k, r in shards], {}))
         raw[key] = out
         return out
 
@@ -172,9 +187,11 @@ class Builder:
             raw = self.res.groups.get(raw_key)
             if raw is None:
                 h = min(self.topo.ranks_per_host, self.topo.world_size)
-                shards = [self.shard(t, TWRW, b - a, t.dim) for a, b in row_ranges(t.rows, h)]
+                cuts = row_ranges(t.rows, h)
+                shards = [self.shard(t, TWRW, b - a, t.dim) for a, b in cuts]
                 raw = self.res.groups[raw_key] = (
-                    [(pairwise_sum(v[:-1]), float(v[-1])) for v, _ in shards], np.array([v for v, _ in shards]),
+                    [(pairwise_sum(v[:-1]) + self.shard_spread(t, TWRW, b - a, t.dim), float(v[-1]))
+                     for (v, _), (a, b) in zip(shards, cuts, strict=True)], np.array([v for v, _ in shards]),
                     np.array([[m.get(x, 0.0) for x in tiers] for _, m in shards]))
             s0, s1 = self.res.s0, self.res.s1
             ours = trec = 0.0  # Σ `summary` over the shards, as numpy adds their (ours, TorchRec) pairs in order
@@ -233,7 +250,8 @@ class Builder:
             t.name: self.choose(t, theta, mu, allow_dp, least_work, twrw_first, uniform)
             for t in self.cost.workload.tables}
         self._fit_replicas(choice, theta, mu, least_work, twrw_first, uniform)
-        state = Loads(self.res, topo, {st for st, _ in choice.values()})
+        spread = sum(self.spread(t, *choice[t.name]) for t in self.cost.workload.tables) if self.res.by_mean else 0.0
+        state = Loads(self.res, topo, {st for st, _ in choice.values()}, spread)
         pieces, groups = [], []
         layout: dict[str, tuple[ShardingType, list[int]]] = {}
         blocks: list[tuple[int, int, int, np.ndarray, dict[str, float]]] = []  # (group, first rank, ranks, ...)
@@ -337,7 +355,7 @@ class Builder:
                ) -> ShardingPlan:
         local_search(state, pieces, self.iters)
         if self.retype_rounds:
-            retyped = retype(state, pieces, layout, self.cost.tables, self.shard, self.retype_rounds)
+            retyped = retype(state, pieces, layout, self.cost.tables, self.shard, self.retype_rounds, self.spread)
             if retyped is not pieces:  # some table changed type: settle the moves and swaps again
                 pieces = retyped
                 local_search(state, pieces, self.iters)
@@ -367,15 +385,17 @@ def repolish(builder: Builder, plan: ShardingPlan) -> ShardingPlan:
 
 
 Shard = Callable[[TableSpec, ShardingType, int, int], tuple[np.ndarray, dict[str, float]]]
+Spread = Callable[[TableSpec, ShardingType, int], float]  # `Builder.spread`
 Layout = dict[str, tuple[ShardingType, list[int]]]
 
 
 def _snapshot(state: Loads) -> tuple:
-    return state.L.copy(), state.count.copy(), {k: v.copy() for k, v in state.used.items()}, state.const
+    return state.L.copy(), state.count.copy(), {k: v.copy() for k, v in state.used.items()}, state.const, \
+        state.spread
 
 
 def _restore(state: Loads, snap: tuple) -> None:
-    state.L, state.count, used, state.const = snap[0], snap[1], snap[2], snap[3]
+    state.L, state.count, used, state.const, state.spread = snap
     state.used = used
 
 
@@ -389,7 +409,7 @@ def copy_placed(state: Loads, pieces: list[Piece], layout: Layout) -> tuple[Load
 
 
 def _refresh_const(state: Loads) -> None:
-    state.const = state.res.const({STYPES[g] for g in np.flatnonzero(state.count.sum(axis=1) > 0)})
+    state.const = state.const_with({STYPES[g] for g in np.flatnonzero(state.count.sum(axis=1) > 0)})
 
 
 def _place_new(state: Loads, st: ShardingType, v: np.ndarray, m: dict[str, float], k: int) -> list[int] | None:
@@ -406,21 +426,27 @@ def _place_new(state: Loads, st: ShardingType, v: np.ndarray, m: dict[str, float
     return taken
 
 
-def _try_split(state: Loads, shard: Shard, t: TableSpec, j0: float = np.inf,
+def _try_split(state: Loads, shard: Shard, t: TableSpec, j0: float = np.inf, spread: Spread | None = None,
                ) -> tuple[tuple[float, float], ShardingType, list[int], list[Piece]] | None:
     """The re-cut of table t (its table-wise piece already taken off) with the least (J, secondary) once its new
     shards are placed greedily, as (score, type, ranks, new movable pieces); None if no re-cut fits. Types whose
     re-cut cannot reach J ≤ `j0` are not tried: new shards only raise the maxima, so J with the type's group
     present and the maxima as they are now bounds every such re-cut from below (the caller keeps a re-cut only if
-    it beats j0, so skipping changes nothing)."""
+    it beats j0, so skipping changes nothing). `state.spread` still counts the table table-wise; each re-cut is
+    priced with its own (`spread`: `Builder.spread`, None: no all-to-all priced by the mean)."""
     topo = state.topology
     w, h = topo.world_size, min(topo.ranks_per_host, topo.world_size)
     best: tuple | None = None
     present = {STYPES[g] for g in np.flatnonzero(state.count.sum(axis=1) > 0)}
     maxima = state.L.max(axis=1)
+    was = spread(t, TW, 1) if spread else 0.0
 
-    def hopeless(st: ShardingType) -> bool:
-        return float(state.res.score(maxima, state.res.const(present | {st}))[0]) > j0 * (1 + _TOL) + _TOL
+    def more(st: ShardingType, k: int) -> float:  # the re-cut's all-to-all seconds priced by the mean, less TW's
+        return spread(t, st, k) - was if spread else 0.0
+
+    def hopeless(st: ShardingType, k: int) -> bool:
+        return float(state.res.score(maxima, state.const_with(present | {st}, more(st, k)))[0]) > \
+            j0 * (1 + _TOL) + _TOL
 
     def keep(st: ShardingType, ranks: list[int], new: list[Piece]) -> None:
         nonlocal best
@@ -429,32 +455,35 @@ def _try_split(state: Loads, shard: Shard, t: TableSpec, j0: float = np.inf,
         if best is None or score < best[0]:
             best = (score, st, ranks, new)
 
-    if not hopeless(CW):  # each re-cut into k blocks placed in one compiled call on copies of the loads
-        cw_const = state.res.const(present | {CW})  # J of the first block on its best rank bounds the re-cut's J
-        gcw = STYPES.index(CW)
-        after = state.res.const({STYPES[g] for g in np.flatnonzero((state.count.sum(axis=1) > 0)
-                                                                    | (np.arange(len(STYPES)) == gcw))})
+    splits = [k for k in column_splits(t.dim) if k <= min(w, MAX_SPLIT)]
+    if splits and not hopeless(CW, min(splits, key=lambda k: more(CW, k))):  # each re-cut into k blocks placed
+        gcw = STYPES.index(CW)  # in one compiled call on copies of the loads
+        groups = {STYPES[g] for g in np.flatnonzero((state.count.sum(axis=1) > 0)
+                                                    | (np.arange(len(STYPES)) == gcw))}
         tiers, res = state.tiers, state.res
         used = np.stack([state.used[x] for x in tiers])
         cap = np.array([state.cap[x] for x in tiers], dtype=np.float64)
-        for k in [k for k in column_splits(t.dim) if k <= min(w, MAX_SPLIT)]:
+        for k in splits:
             v, m = shard(t, CW, t.rows, t.dim // k)
-            ranks, j, s = place_cut(state.L, state.count, res.hold, res.weight, res.s0, res.s1, state.const,
-                                    cw_const, after, gcw, v, np.array([m.get(x, 0.0) for x in tiers]), used, cap,
-                                    k, j0)
+            d = more(CW, k)  # J of the first block on its best rank (`cw_const`) bounds the re-cut's J
+            cw_const, after = state.const_with(present | {CW}, d), state.const_with(groups, d)
+            ranks, j, s = place_cut(state.L, state.count, res.hold, res.weight, res.s0, res.s1,
+                                    state.const + d / w, cw_const, after, gcw, v,
+                                    np.array([m.get(x, 0.0) for x in tiers]), used, cap, k, j0)
             if len(ranks) and (best is None or (j, s) < best[0]):
                 best = ((j, s), CW, ranks.tolist(), [Piece(t.name, CW, v, m, r) for r in ranks.tolist()])
     v, m = shard(t, DP, t.rows, t.dim)
     fast = topo.fast.name
     if set(m) == {fast} and state.fits(m).all() \
-            and not hopeless(DP):
+            and not hopeless(DP, w):
         snap = _snapshot(state)
         state.put_ranks(slice(0, w), DP, v, m)  # `put` on every rank, the same sums
+        state.spread += more(DP, w)
         keep(DP, list(range(w)), [])
         _restore(state, snap)
-    if h > 1 and topo.num_hosts > 1 and not hopeless(TWRW):
+    if h > 1 and topo.num_hosts > 1 and not hopeless(TWRW, h):
         shards = [shard(t, TWRW, b - a, t.dim) for a, b in row_ranges(t.rows, h)]
-        ok, j, s = state.host_scores(STYPES.index(TWRW), shards, state.res.const(present | {TWRW}))
+        ok, j, s = state.host_scores(STYPES.index(TWRW), shards, state.const_with(present | {TWRW}, more(TWRW, h)))
         host = _lexmin(ok, j, s)
         if host >= 0 and (best is None or (float(j[host]), float(s[host])) < best[0]):
             best = ((float(j[host]), float(s[host])), TWRW, list(range(host * h, host * h + h)), [])
@@ -477,7 +506,9 @@ def _best_host(state: Loads, shards: list[tuple[np.ndarray, dict[str, float]]], 
     return _lexmin(*state.host_scores(STYPES.index(TWRW), shards, const))
 
 
-def _apply(state: Loads, shard: Shard, t: TableSpec, st: ShardingType, ranks: list[int]) -> None:
+def _apply(state: Loads, shard: Shard, t: TableSpec, st: ShardingType, ranks: list[int], spread: float = 0.0,
+           ) -> None:
+    """Put table t as type st on `ranks`; `spread`: the change of `Loads.spread` this brings."""
     if st == DP:  # on every rank
         state.put_ranks(slice(0, state.L.shape[1]), DP, *shard(t, DP, t.rows, t.dim))
     elif st == TWRW:
@@ -487,13 +518,18 @@ def _apply(state: Loads, shard: Shard, t: TableSpec, st: ShardingType, ranks: li
         v, m = shard(t, st, t.rows, t.dim // len(ranks))
         for r in ranks:
             state.put(r, st, v, m)
+    state.spread += spread
     _refresh_const(state)
 
 
 def retype(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, TableSpec], shard: Shard,
-               rounds: int = RETYPE_ROUNDS) -> list[Piece]:
+               rounds: int = RETYPE_ROUNDS, spread: Spread | None = None) -> list[Piece]:
     """Re-cut the largest table-wise pieces of the ranks holding some row's maximum (or merge a column-wise table
-    back into one table-wise shard) whenever that alone improves (J, secondary); at most `rounds` re-cuts."""
+    back into one table-wise shard) whenever that alone improves (J, secondary); at most `rounds` re-cuts.
+    `spread` (`Builder.spread`; None: no all-to-all priced by the mean) keeps `Loads.spread` that of the layout."""
+    def sp(t: TableSpec, st: ShardingType, k: int) -> float:
+        return spread(t, st, k) if spread else 0.0
+
     if state.L.shape[1] < 2:
         return pieces
     _refresh_const(state)
@@ -510,17 +546,19 @@ def retype(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, 
                 snap = _snapshot(state)
                 if p.st == TW:
                     state.take(a, TW, p.vec, p.mem)
-                    found = _try_split(state, shard, t, j0)
+                    found = _try_split(state, shard, t, j0, spread)
                     if found is not None and better(*found[0], 0.0, j0, s0):
                         _, st, ranks, new = found
-                        _apply(state, shard, t, st, ranks)
+                        _apply(state, shard, t, st, ranks, sp(t, st, len(ranks)) - sp(t, TW, 1))
                         pieces = [q for q in pieces if q is not p] + new
                         layout[t.name] = (st, [] if st == CW else ranks)
                         done = True
                         break
                 elif p.st == CW:
-                    for q in (q for q in pieces if q.table == p.table):
+                    blocks = [q for q in pieces if q.table == p.table]
+                    for q in blocks:
                         state.take(q.rank, CW, q.vec, q.mem)
+                    state.respread(sp(t, TW, 1) - sp(t, CW, len(blocks)))
                     v, m = shard(t, TW, t.rows, t.dim)
                     ranks = _place_new(state, TW, v, m, 1)
                     if ranks is not None:
@@ -535,11 +573,11 @@ def retype(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, 
                 break
         if not done:
             break
-    return _unreplicate(state, pieces, layout, tables, shard, rounds * HOT_TABLES)
+    return _unreplicate(state, pieces, layout, tables, shard, rounds * HOT_TABLES, sp)
 
 
 def _unreplicate(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, TableSpec], shard: Shard,
-                 trials: int) -> list[Piece]:
+                 trials: int, spread: Spread) -> list[Piece]:
     """A data-parallel table's replicas load every rank, the hottest too, while a sharded table can sit where
     there is room. The data-parallel tables, largest replica first (at most `trials` of them), are tried sharded
     instead (one table-wise piece on its best rank, or table-row-wise on its best host), each change kept if it alone
@@ -554,6 +592,7 @@ def _unreplicate(state: Loads, pieces: list[Piece], layout: Layout, tables: dict
         t, (v, m) = tables[name], rep[name]
         snap = _snapshot(state)
         state.take_ranks(slice(0, w), DP, v, m)  # every replica off
+        state.spread -= spread(t, DP, w)
         _refresh_const(state)
         if not better(*state.objective(), 0.0, j0, s0):  # placing the table again only adds: no gain possible
             _restore(state, snap)
@@ -564,12 +603,14 @@ def _unreplicate(state: Loads, pieces: list[Piece], layout: Layout, tables: dict
         if h > 1 and topo.num_hosts > 1:  # table-row-wise on the best host
             shards = [shard(t, TWRW, b - a, t.dim) for a, b in row_ranges(t.rows, h)]
             present = {STYPES[g] for g in np.flatnonzero(state.count.sum(axis=1) > 0)}
-            ok, j, s = state.host_scores(STYPES.index(TWRW), shards, state.res.const(present | {TWRW}))
+            ok, j, s = state.host_scores(STYPES.index(TWRW), shards,
+                                         state.const_with(present | {TWRW}, spread(t, TWRW, h)))
             host = _lexmin(ok, j, s)
             if host >= 0:
                 best = ((float(j[host]), float(s[host])), TWRW, list(range(host * h, host * h + h)), [])
         tv, tm = shard(t, TW, t.rows, t.dim)
         inner = _snapshot(state)
+        state.respread(spread(t, TW, 1))
         ranks = _place_new(state, TW, tv, tm, 1)
         if ranks is not None:
             _refresh_const(state)
@@ -579,7 +620,7 @@ def _unreplicate(state: Loads, pieces: list[Piece], layout: Layout, tables: dict
         _restore(state, inner)
         if best is not None and better(*best[0], 0.0, j0, s0):
             _, st, ranks, new = best
-            _apply(state, shard, t, st, ranks)
+            _apply(state, shard, t, st, ranks, spread(t, st, len(ranks)))
             layout[name] = (st, [] if st in (TW, CW) else ranks)
             pieces = pieces + new
         else:

@@ -4,11 +4,13 @@ alongside.
 `CostModel._assemble` makes a plan's step = const(groups present) + Σ_k max_r L[k, r]. The resources k are the
 forward, backward and optimizer work (each rank's shards plus the per-holder lookup overheads of their groups) and
 one per collective (group, pass, op); L[k, r] is what rank r's shards put on k; const is the collectives' fixed
-latency plus the fixed work every rank does. TorchRec's rating is max_r T[r] of summed per-shard perf, kept as one
-more row of L. The search minimises J = max(step / lb_ours, T_max / lb_trec) (`Resources.scale`), then
-step / lb_ours + T_max / lb_trec, then Σ L² (weighted as J is): the last spreads loads so a later move can lower a
-maximum that several ranks hold. A move or swap changes two columns of L, so it is priced exactly from the top 3
-entries of every row (the max over the other ranks) in O(K) per target rank, vectorised over all targets.
+latency plus the fixed work every rank does. Where an all-to-all costs its mean over ranks (CPU ranks, issue 19)
+it has no row: that mean is the shards' total / W wherever they sit, so it is part of const (`Resources.spread`).
+TorchRec's rating is max_r T[r] of summed per-shard perf, kept as one more row of L. The search minimises
+J = max(step / lb_ours, T_max / lb_trec) (`Resources.scale`), then step / lb_ours + T_max / lb_trec, then Σ L²
+(weighted as J is): the last spreads loads so a later move can lower a maximum that several ranks hold. A move
+or swap changes two columns of L, so it is priced exactly from the top 3 entries of every row (the max over the
+other ranks) in O(K) per target rank, vectorised over all targets.
 """
 from __future__ import annotations
 
@@ -42,6 +44,8 @@ class Resources:
                        if cost.workload.train or p == "fwd"}, key=lambda k: (STYPES.index(k[0]), k[1], k[2]))
         if not any(p == "fwd" and op == "all_to_all" for _, p, op in coll):
             coll = []
+        self.by_mean = cost.topology.all_to_all_by_mean  # all-to-alls priced by the mean over ranks: no rows
+        coll = [k for k in coll if not cost.prices_by_mean(k[2])]  # (`spread`)
         self.keys: list = ["fwd", "bwd", "opt", *coll]
         self.index = {k: i for i, k in enumerate(self.keys)}
         self.K = len(self.keys) + 1  # last row: TorchRec's per-rank perf
@@ -54,6 +58,7 @@ class Resources:
             _, w0 = cost._fixed({st: set()}, self.w)
             self.hold[i, :3] = w1[:, 0] - w0[:, 0]
         self._memo: dict[tuple, tuple[np.ndarray, dict[str, float]]] = {} if share is None else share._memo
+        self._spread: dict[tuple, float] = {} if share is None else share._spread  # `spread`, by `_memo`'s keys
         self._consts: dict[tuple, float] = {} if share is None else share._consts
         self.table_plans: dict[tuple, TablePlan] = {} if share is None else share.table_plans  # immutable: shared
         self.raw_options: dict[tuple, list] = {} if share is None else share.raw_options  # `pack.Builder._priced`
@@ -75,11 +80,26 @@ class Resources:
         if got is None:
             c = self.cost.shard_cost(t, st, rows, cols, tier, cf)
             v = [c.fwd_compute, c.bwd_compute, c.optimizer] + [0.0] * (self.K - 3)  # the same float sums as in
-            for p, op, secs in self.cost.message_times(t, st, rows, cols):  # an array, without numpy item adds
-                v[self.index[(st, p, op)]] += secs
+            spread = 0.0  # an array, without numpy item adds
+            for p, op, secs in self.cost.message_times(t, st, rows, cols):
+                if self.cost.prices_by_mean(op):
+                    spread += secs
+                else:
+                    v[self.index[(st, p, op)]] += secs
             v[-1] = self.trec.shard_cost(t, st, rows, cols, tier, cf).total
+            self._spread[key] = spread
             got = self._memo[key] = (np.array(v), self.cost.shard_memory(t, st, rows, cols, tier, cf))
         return got
+
+    def spread(self, t: TableSpec, st: ShardingType, rows: int, cols: int, tier: str, cf: float) -> float:
+        """Seconds of the shard's all-to-all messages where the step pays an all-to-all's mean over ranks
+        (`CostModel.collective_price` on CPU ranks, issue 19), 0 elsewhere. They are not rows of L: the mean is
+        the shards' total / W wherever they sit, so moves and swaps leave it as it is, and the layout's total /
+        W is part of `Loads.const` (J then prices the step as `CostModel.plan_cost` does)."""
+        key = (t.name, st, rows, cols, tier, cf)
+        if key not in self._spread:
+            self.shard(t, st, rows, cols, tier, cf)
+        return self._spread[key]
 
     def summary(self, v: np.ndarray) -> np.ndarray:
         """(ours, TorchRec) scaled seconds of a vector, as if it were alone on a rank (one compiled call)."""
@@ -110,12 +130,25 @@ class Piece:
 class Loads(Bins):
     """`Bins` memory bookkeeping plus L (K, W) and per-group holder counts."""
 
-    def __init__(self, res: Resources, topology, groups: set[ShardingType]) -> None:  # noqa: ANN001
+    def __init__(self, res: Resources, topology, groups: set[ShardingType], spread: float = 0.0,  # noqa: ANN001
+                 ) -> None:
+        """`spread`: the layout's `Resources.spread` summed over its shards (placed or still to place)."""
         super().__init__(topology)
         self.res = res
         self.L = np.zeros((res.K, topology.world_size))
         self.count = np.zeros((len(STYPES), topology.world_size), dtype=np.int64)
-        self.const = res.const(groups)
+        self.spread = spread
+        self.const = self.const_with(groups)
+
+    def const_with(self, groups: set[ShardingType], spread: float = 0.0) -> float:
+        """The step's fixed seconds with these groups present and the layout's all-to-alls priced by the mean
+        (`spread` more seconds of them): `Resources.const` + their mean over ranks."""
+        return self.res.const(groups) + (self.spread + spread) / self.L.shape[1]
+
+    def respread(self, delta: float) -> None:
+        """The layout's `spread` changes by `delta` (a table changes type): so does `const`."""
+        self.spread += delta
+        self.const += delta / self.L.shape[1]
 
     def put(self, rank: int, st: ShardingType, vec: np.ndarray, mem: dict[str, float]) -> None:
         g = STYPES.index(st)

@@ -50,7 +50,7 @@ class _Delta:
     rows plus their new ones. The same terms as `CostModel._accumulate` and the same step formula as
     `CostModel._step`, summed in another order: equal to the exact price up to rounding (~W × 1e-16 of the step),
     so only to rule trials out. A table plan's rows are kept by its shards' shapes and ranks: the same re-layouts
-    recur over passes and over the two calls of the optimizer."""
+    recur over passes."""
 
     def __init__(self, cost: CostModel, plan: ShardingPlan) -> None:
         self.cost, self.w, self.g = cost, plan.world_size, len(STYPES)
@@ -60,8 +60,26 @@ class _Delta:
         self.mems: dict[tuple, np.ndarray] = {}  # `memory`
         self.latency: dict[tuple, float] = {}  # groups present -> latency (no stage overheads: no fixed work)
         self.outside = cost.outside()
-        self.terms = {name: self._block(tp) for name, tp in plan.tables.items()}
-        self._sum()
+        self._rebase(plan)
+
+    def _rebase(self, plan: ShardingPlan) -> None:
+        """The current plan's sums, from `CostModel._accumulate` (one compiled call: a table's own rows are made
+        only when it is changed, `price`) and its shards per group and rank."""
+        self.tables, self.terms = dict(plan.tables), {}
+        parts, _, coll, _, _ = self.cost._accumulate(plan, memory=False)
+        rows = {k: self._row(k) for k in coll}
+        held: list[list[int]] = [[] for _ in range(self.g)]
+        for tp in plan.tables.values():
+            add = held[STYPES.index(tp.sharding_type)].extend
+            for where in tp.alike().values():
+                add(where)
+        self.sums = np.zeros((3 + self.g + len(self.coll), self.w))
+        self.sums[:3] = parts
+        for g, ranks in enumerate(held):
+            if ranks:
+                self.sums[3 + g] = np.bincount(ranks, minlength=self.w)
+        for k, v in coll.items():
+            self.sums[rows[k]] = v
 
     def _block(self, tp: TablePlan) -> tuple[np.ndarray, np.ndarray]:
         """(rows, their seconds or counts per rank) of one table plan."""
@@ -96,11 +114,6 @@ class _Delta:
             self.coll.append((STYPES.index(k[0]), self.cost.prices_by_mean(k[2])))
         return self.rows[k]
 
-    def _sum(self) -> None:
-        self.sums = np.zeros((3 + self.g + len(self.coll), self.w))
-        for rows, block in self.terms.values():
-            self.sums[rows] += block
-
     def price(self, change: dict[str, TablePlan]) -> float:
         """About `plan_cost` of the current plan with `change` applied."""
         new = {name: self._block(tp) for name, tp in change.items()}
@@ -108,6 +121,8 @@ class _Delta:
         n = 3 + g + len(self.coll)
         s = np.concatenate([s, np.zeros((n - len(s), self.w))]) if len(s) < n else s.copy()
         for name, (rows, block) in new.items():
+            if name not in self.terms:
+                self.terms[name] = self._block(self.tables[name])
             old_rows, old = self.terms[name]
             s[old_rows] -= old
             s[rows] += block
@@ -131,8 +146,7 @@ class _Delta:
         return comms + latency + float(work.max(axis=1).sum()) + self.outside
 
     def apply(self, change: dict[str, TablePlan]) -> None:
-        self.terms.update({name: self._block(tp) for name, tp in change.items()})
-        self._sum()  # from the tables' rows again: no drift over many changes
+        self._rebase(ShardingPlan(self.w, {**self.tables, **change}))  # from the plan again: no drift
 
 
 def _memory(cost: CostModel, tp: TablePlan, tiers: list[str]) -> np.ndarray:

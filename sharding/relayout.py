@@ -14,6 +14,15 @@ rank's memory in every tier within its usable capacity (or not raised). Passes r
 or `evals` plan evaluations are spent: a count, not the clock, ends the step. The optimizer's final polish of a
 greedy plan (`pareto=True`) also tries each fast-tier table data-parallel and applies a change only when neither
 rating rises and one falls (`pareto_gain`).
+
+Most trials change nothing (issue 16: on the small instances of `sharding.family` the step took up to two thirds of
+the planning time, nearly all in `CostModel.plan_cost` of trials that were then rejected). So each trial is first
+priced incrementally (`_Delta`: the current plan's per-rank sums less the changed tables' terms plus the new ones');
+only a trial whose incremental price could pass the test within a relative `_MARGIN` (far above the incremental
+sums' rounding, ~1e-13) is priced exactly, and every decision is still taken on the exact prices, so the plans
+are the same. A table is not tried again once every table has been tried on the current plan without a change
+(the last pass of a sweep repeated trials whose outcome was already known); the count of evaluations includes
+the trials rejected by the incremental price.
 """
 from __future__ import annotations
 
@@ -26,10 +35,118 @@ from sharding.layouts import table_plan
 from sharding.plan import ShardingPlan, ShardingType, TablePlan
 from sharding.trec_cost import TorchRecCostModel
 
+STYPES = tuple(ShardingType)
+
 __all__ = ["relayout", "RELAYOUT_WORK", "pareto_gain"]
 
 RW, TWRW, DP = ShardingType.ROW_WISE, ShardingType.TABLE_ROW_WISE, ShardingType.DATA_PARALLEL
 RELAYOUT_WORK = 4_000  # plan evaluations × tables per call (the evaluations shrink as tables grow)
+_MARGIN = 1e-7  # a trial is priced exactly unless its incremental price misses the test by more than this (relative)
+
+
+class _Delta:
+    """`CostModel.plan_cost` of a plan that differs from the current one in a few tables, from the current plan's
+    per-rank sums (one row per work phase, per group's shard count and per collective) less the changed tables'
+    rows plus their new ones. The same terms as `CostModel._accumulate` and the same step formula as
+    `CostModel._step`, summed in another order: equal to the exact price up to rounding (~W × 1e-16 of the step),
+    so only to rule trials out. A table plan's rows are kept by its shards' shapes and ranks: the same re-layouts
+    recur over passes."""
+
+    def __init__(self, cost: CostModel, plan: ShardingPlan) -> None:
+        self.cost, self.w, self.g = cost, plan.world_size, len(STYPES)
+        self.rows: dict[tuple, int] = {("n", g): 3 + g for g in range(self.g)}  # rows 0-2: fwd, bwd, optimizer work
+        self.coll: list[tuple[int, bool]] = []  # per collective row: its group, priced by the mean
+        self.blocks: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+        self.mems: dict[tuple, np.ndarray] = {}  # `memory`
+        self.latency: dict[tuple, float] = {}  # groups present -> latency (no stage overheads: no fixed work)
+        self.outside = cost.outside()
+        self._rebase(plan)
+
+    def _rebase(self, plan: ShardingPlan) -> None:
+        """The current plan's sums, from `CostModel._accumulate` (one compiled call: a table's own rows are made
+        only when it is changed, `price`) and its shards per group and rank."""
+        self.tables, self.terms = dict(plan.tables), {}
+        parts, _, coll, _, _ = self.cost._accumulate(plan, memory=False)
+        rows = {k: self._row(k) for k in coll}
+        held: list[list[int]] = [[] for _ in range(self.g)]
+        for tp in plan.tables.values():
+            add = held[STYPES.index(tp.sharding_type)].extend
+            for where in tp.alike().values():
+                add(where)
+        self.sums = np.zeros((3 + self.g + len(self.coll), self.w))
+        self.sums[:3] = parts
+        for g, ranks in enumerate(held):
+            if ranks:
+                self.sums[3 + g] = np.bincount(ranks, minlength=self.w)
+        for k, v in coll.items():
+            self.sums[rows[k]] = v
+
+    def _block(self, tp: TablePlan) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, their seconds or counts per rank) of one table plan."""
+        alike = tp.alike()
+        key = (tp.name, tp.sharding_type, *((shape, *where) for shape, where in alike.items()))
+        got = self.blocks.get(key)
+        if got is None:
+            cost, w, st = self.cost, self.w, tp.sharding_type
+            t, g = cost.tables[tp.name], STYPES.index(st)
+            local: dict[int, np.ndarray] = {}
+            for (rows, cols, tier, cf), where in alike.items():
+                _, vals, keys = cost._terms(t, st, rows, cols, tier, cf, False)
+                idx = np.asarray(where, dtype=np.int64)
+                for r, v in [(0, vals[0]), (1, vals[1]), (2, vals[2]), (3 + g, 1.0),
+                             *((self._row(k), x) for (k, _), x in zip(keys, vals[4:], strict=True))]:
+                    np.add.at(local.setdefault(r, np.zeros(w)), idx, v)
+            order = sorted(local)
+            got = self.blocks[key] = (np.array(order, dtype=np.int64), np.array([local[r] for r in order]))
+        return got
+
+    def memory(self, tp: TablePlan, tiers: list[str]) -> np.ndarray:
+        """`_memory` of a table plan, kept by its shards' shapes and ranks as `_block` keeps its rows (read only)."""
+        key = (tp.name, tp.sharding_type, *((shape, *where) for shape, where in tp.alike().items()))
+        got = self.mems.get(key)
+        if got is None:
+            got = self.mems[key] = _memory(self.cost, tp, tiers)
+        return got
+
+    def _row(self, k: tuple) -> int:
+        if k not in self.rows:
+            self.rows[k] = 3 + self.g + len(self.coll)
+            self.coll.append((STYPES.index(k[0]), self.cost.prices_by_mean(k[2])))
+        return self.rows[k]
+
+    def price(self, change: dict[str, TablePlan]) -> float:
+        """About `plan_cost` of the current plan with `change` applied."""
+        new = {name: self._block(tp) for name, tp in change.items()}
+        s, g = self.sums, self.g
+        n = 3 + g + len(self.coll)
+        s = np.concatenate([s, np.zeros((n - len(s), self.w))]) if len(s) < n else s.copy()
+        for name, (rows, block) in new.items():
+            if name not in self.terms:
+                self.terms[name] = self._block(self.tables[name])
+            old_rows, old = self.terms[name]
+            s[old_rows] -= old
+            s[rows] += block
+        present = s[3:3 + g].max(axis=1) > 0.5
+        cost = self.cost
+        if cost.topology.stage_overhead:
+            held = {STYPES[i]: set(np.flatnonzero(s[3 + i] > 0.5).tolist()) for i in np.flatnonzero(present)}
+            latency, fixed = cost._fixed(held, self.w)
+            work = s[:3] + fixed
+        else:
+            groups = tuple(np.flatnonzero(present).tolist())
+            if groups not in self.latency:
+                self.latency[groups] = cost._fixed({STYPES[i]: set() for i in groups}, self.w)[0]
+            latency, work = self.latency[groups], s[:3]
+        comms = 0.0
+        if self.coll:
+            c = s[3 + g:]
+            group, mean = (np.array(x) for x in zip(*self.coll, strict=True))
+            price = np.where(mean, c.sum(axis=1) / self.w, c.max(axis=1))
+            comms = float(price[present[group]].sum())
+        return comms + latency + float(work.max(axis=1).sum()) + self.outside
+
+    def apply(self, change: dict[str, TablePlan]) -> None:
+        self._rebase(ShardingPlan(self.w, {**self.tables, **change}))  # from the plan again: no drift
 
 
 def _memory(cost: CostModel, tp: TablePlan, tiers: list[str]) -> np.ndarray:
@@ -80,35 +197,46 @@ def relayout(cost: CostModel, trec: TorchRecCostModel, plan: ShardingPlan, evals
     used = sum(mem.values())
     ours, tr = cost.plan_cost(plan), (trec.plan_cost(plan) if pareto else 0.0)  # tr: read only in the polish
     order = sorted(plan.tables, key=lambda n: -cost.tables[n].pooling.expected * cost.tables[n].dim)
-    changed, spent, moved = True, 0, False
-    while changed and spent < evals:
-        changed = False
+    delta = _Delta(cost, plan)
+    spent, moved, quiet = 0, False, 0  # quiet: tables tried in a row on the current plan without a change
+    while spent < evals and quiet < len(order):  # passes over `order`, each table tried once per plan
         for name in order:
-            best: tuple[float, float, ShardingPlan, dict[str, np.ndarray]] | None = None
+            if quiet >= len(order):  # every table tried on this plan: a further pass would repeat their trials
+                break
+            best: tuple[float, float, ShardingPlan, dict[str, np.ndarray], dict[str, TablePlan]] | None = None
             for change in _options(cost, plan, name, pareto):
                 if spent >= evals:
                     break
-                new = {n: _memory(cost, tp, tiers) for n, tp in change.items()}
+                new = {n: delta.memory(tp, tiers) for n, tp in change.items()}
                 after = used + sum(new.values()) - sum(mem[n] for n in change)
                 if ((after > cap) & (after > used)).any():
                     continue
-                trial = ShardingPlan(plan.world_size, {**plan.tables, **change}, optimizer=plan.optimizer)
                 spent += 1
-                a = cost.plan_cost(trial)
+                near = delta.price(change) / (1 + _MARGIN)  # at most the exact price
                 if pareto:  # TorchRec's rating only where it can decide: a gain needs ours no higher than now
+                    if near > ours * (1 + 1e-12) or (best is not None and near > best[0]):
+                        continue
+                elif near >= ours * (1 - 1e-9) or (best is not None and near >= best[0]):
+                    continue
+                trial = ShardingPlan(plan.world_size, {**plan.tables, **change}, optimizer=plan.optimizer)
+                a = cost.plan_cost(trial)
+                if pareto:
                     if a > ours * (1 + 1e-12) or (best is not None and a > best[0]):  # and than the best so far
                         continue
                     b = trec.plan_cost(trial)
                     if pareto_gain((a, b), (ours, tr), min(tr, t_cap)) and (best is None or (a, b) < best[:2]):
-                        best = (a, b, trial, new)
+                        best = (a, b, trial, new, change)
                 elif a < ours * (1 - 1e-9) and (best is None or a < best[0]) and trec.plan_cost(trial) <= t_cap * (
                         1 + 1e-12):
-                    best = (a, tr, trial, new)
+                    best = (a, tr, trial, new, change)
             if best is not None:
                 ours, tr, plan = best[0], best[1], best[2]
                 used = used + sum(best[3].values()) - sum(mem[n] for n in best[3])
                 mem.update(best[3])
-                changed = moved = True
+                delta.apply(best[4])
+                moved, quiet = True, 0  # this table too was tried on the plan before its change only
+            else:
+                quiet += 1
     return plan if moved else None
 
 

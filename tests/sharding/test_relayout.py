@@ -133,3 +133,35 @@ def test_optimize_polishes_a_greedy_pick_and_never_a_packing() -> None:
             topo = inst.topology.reserve_inputs(inst.workload.ids_per_batch)
             validate_plan(plan, inst.workload, inst.topology)
             assert abs(CostModel(inst.workload, topo).plan_cost(plan) - after[1]) <= 1e-12 * after[1]
+
+
+def test_the_incremental_price_of_a_trial_equals_plan_cost_with_and_without_stage_overheads() -> None:
+    """`_Delta` only rules trials out (within `_MARGIN`): its price of every re-layout tried must equal the exact
+    `plan_cost` to rounding, also where groups appear or vanish and on a topology with per-holder stage costs and
+    all-to-alls priced by the mean (CPU ranks)."""
+    from dataclasses import replace
+
+    from sharding.relayout import _Delta, _options
+    stages = ("input_dist", "lookup", "output_dist", "output_dist_bwd", "lookup_bwd", "optimizer")
+    for calibrated in (False, True):
+        wl, cost, _, tabs = _case(2)
+        if calibrated:
+            topo = replace(cost.topology, device="cpu", stage_overhead={
+                g: {s: 1e-5 * (1 + i + j) for j, s in enumerate(stages)}
+                for i, g in enumerate(("base", "TW", "CW", "RW", "TWRW", "DP"))})
+            cost = CostModel(wl, topo)
+        plan = ShardingPlan(8, {"h0": table_plan(tabs["h0"], TWRW, [0, 1, 2, 3], "hbm"),
+                                "h1": table_plan(tabs["h1"], TWRW, [4, 5, 6, 7], "hbm"), **_small_spread(tabs)})
+        delta, tried = _Delta(cost, plan), 0
+        for name in plan.tables:
+            for change in _options(cost, plan, name, replicas=True):
+                exact = cost.plan_cost(ShardingPlan(8, {**plan.tables, **change}))
+                assert abs(delta.price(change) - exact) <= 1e-12 * exact
+                tried += 1
+        assert tried > 10
+        change = {"h0": table_plan(tabs["h0"], RW, list(range(8)), "hbm")}  # a change applied, then priced on
+        delta.apply(change)
+        plan = ShardingPlan(8, {**plan.tables, **change})
+        change = {"s0": table_plan(tabs["s0"], DP, list(range(8)), "hbm")}
+        exact = cost.plan_cost(ShardingPlan(8, {**plan.tables, **change}))
+        assert abs(delta.price(change) - exact) <= 1e-12 * exact

@@ -52,8 +52,8 @@ from functools import lru_cache
 import numpy as np
 
 from embedding.spec import DTYPE_BYTES, TableSpec
-from sharding.plan import Shard, ShardingPlan, ShardingType, TablePlan
-from sharding.rank_sums import add_terms
+from sharding.plan import Shard, ShardingPlan, ShardingType
+from sharding.rank_sums import RankSums
 from sharding.topology import Topology
 from sharding.workload import PlanWorkload
 
@@ -109,7 +109,6 @@ def zipf_miss_rate(rows: int, alpha: float, fraction: float) -> float:
     return max(0.0, 1.0 - _harmonic(max(fraction * rows, 1.0), alpha) / _harmonic(rows, alpha))
 
 
-_PLAN_TERMS_MAX = 200_000  # `_accumulate`: table plans whose terms are kept per model (then the cache restarts)
 _EXACT_RANKS = 1 << 12  # ranks summed one by one; beyond, geometric bins of the smooth tail
 
 
@@ -206,7 +205,6 @@ class CostModel:
         self.tables = {t.name: t for t in workload.tables}
         self._memo: dict[tuple, object] = {}  # replicated and equal-sized shards share one price
         self._rows: dict[object, int] = {0: 0, 1: 1, 2: 2, 3: 3}  # `_accumulate`'s sums: work, count, then keys
-        self._plan_terms: tuple[dict, dict] = ({}, {})  # `_table_entries`, without and with memory
 
     def outside(self) -> float:
         """Seconds per step outside the embedding stages (loss, its backward, the dense gradients, framework),
@@ -566,69 +564,31 @@ class CostModel:
     def _accumulate(self, plan: ShardingPlan, memory: bool) -> tuple[np.ndarray, np.ndarray, dict, dict, dict]:
         """Per rank, summed over its shards: (fwd, bwd, optimizer) work (3, W), shard counts, each collective's
         seconds ((group, pass, op) -> (W,)), the ranks holding each group, and (with `memory`) bytes per tier.
-        Each entry gets its shards' terms in table order (`rank_sums.add_terms`: one compiled call, as
-        `RankSums.total`), from arrays kept per table plan (`_table_entries`), so a table plan that several
-        candidates share is converted once."""
+        Each entry gets its shards' terms in table order (`RankSums`: one compiled call)."""
         w = plan.world_size
         coll: dict[tuple[ShardingType, str, str], int] = {}  # (group, pass, op) -> row, in first-seen order
         mems: dict[str, int] = {}  # tier -> row, in first-seen order
         held: dict[ShardingType, set[int]] = {}
-        parts: list[tuple] = []
-        push, seen = parts.append, set()
-        cache, entries = self._plan_terms[memory], self._table_entries
-        if len(cache) > _PLAN_TERMS_MAX:  # table plans rated once (annealing, re-layouts) are not kept forever
-            cache.clear()
+        sums = RankSums()
+        push, seen, memo, terms = sums.groups.append, set(), self._memo, self._terms
         for tp in plan.tables.values():
-            got = cache.get(id(tp))
-            if got is None or got[0] is not tp:
-                got = cache[id(tp)] = entries(tp, memory)
-            push(got[1])
-            group = held.setdefault(tp.sharding_type, set())
-            if len(group) < w:  # a group on every rank already (data-parallel's) gains nothing
-                group.update(got[2])
-            for keys in got[3]:
-                if id(keys) not in seen:  # first seen here (one tuple per distinct list): `_step` sums
-                    seen.add(id(keys))  # collectives in that order
-                    for k, q in keys:
+            t, st = self.tables[tp.name], tp.sharding_type
+            group = held.setdefault(st, set())
+            for (rows, cols, tier, cf), where in tp.alike().items():
+                got = memo.get(("a", t.name, st, rows, cols, tier, cf, memory)) or terms(t, st, rows, cols, tier,
+                                                                                           cf, memory)
+                push((got[0], got[1], where))
+                if len(group) < w:  # a group on every rank already (data-parallel's) gains nothing
+                    group.update(where)
+                if id(got[2]) not in seen:  # first seen here (one tuple per distinct list): `_step` sums
+                    seen.add(id(got[2]))  # collectives in that order
+                    for k, q in got[2]:
                         if k not in coll and k not in mems:
                             (mems if isinstance(k, str) else coll)[k] = q
-        table = np.zeros((len(self._rows), w))
-        if parts:  # `RankSums.total` of the shapes in table order, from each table plan's arrays
-            at, vals, vlen, where, rlen = (np.concatenate(x) for x in zip(*parts, strict=True))
-            vptr, rptr = np.zeros(len(vlen) + 1, dtype=np.int64), np.zeros(len(rlen) + 1, dtype=np.int64)
-            np.cumsum(vlen, out=vptr[1:])
-            np.cumsum(rlen, out=rptr[1:])
-            add_terms(table, at, vals, vptr, where, rptr)
+        table = sums.total(len(self._rows), w)
         mem: dict[str, np.ndarray] = {t.name: np.zeros(w) for t in self.topology.tiers}
         mem.update({k: table[q] for k, q in mems.items()})
         return (table[:3], table[3].astype(np.int64), {k: table[q] for k, q in coll.items()}, held, mem)
-
-    def _table_entries(self, tp: TablePlan, memory: bool) -> tuple[TablePlan, list, set[int], list]:
-        """What one table plan adds in `_accumulate`, kept per table plan (the packings share table plans, and
-        every candidate is rated on both models): (the table plan, which pins its id; its shapes' terms in `alike`
-        order as arrays (rows, values, terms per shape, ranks, ranks per shape: `add_terms`'s layout, the same
-        numbers `RankSums` would collect); the ranks holding its shards; its shapes' distinct key tuples in that
-        order)."""
-        t, st = self.tables[tp.name], tp.sharding_type
-        at: list[int] = []
-        vals: list[float] = []
-        where: list[int] = []
-        vlen, rlen, ranks, keys = [], [], set(), []
-        memo, terms = self._memo, self._terms
-        for (rows, cols, tier, cf), on in tp.alike().items():
-            got = memo.get(("a", t.name, st, rows, cols, tier, cf, memory)) or terms(t, st, rows, cols, tier, cf,
-                                                                                       memory)
-            at += got[0]
-            vals += got[1]
-            where += on
-            vlen.append(len(got[0]))
-            rlen.append(len(on))
-            ranks.update(on)
-            if got[2] not in keys:  # equal key tuples are one object (`_terms`)
-                keys.append(got[2])
-        arrays = (np.array(at, dtype=np.int64), np.array(vals, dtype=np.float64), np.array(vlen, dtype=np.int64),
-                  np.array(where, dtype=np.int64), np.array(rlen, dtype=np.int64))
-        return tp, arrays, ranks, keys
 
     def _terms(self, t: TableSpec, st: ShardingType, rows: int, cols: int, tier: str, cache_fraction: float,
                memory: bool) -> tuple[tuple[int, ...], tuple[float, ...], tuple[tuple[object, int], ...]]:

@@ -27,7 +27,7 @@ from embedding.spec import TableSpec
 from sharding.layouts import column_splits, row_ranges, row_sizes, table_plan, torchrec_column_pieces
 from sharding.lns import loads_of
 from sharding.plan import ShardingPlan, ShardingType
-from sharding.search import _TOL, HOT_RANKS, STYPES, Loads, Piece, Resources, local_search
+from sharding.search import _TOL, GROUP, HOT_RANKS, STYPES, Loads, Piece, Resources, local_search
 from sharding.search_kernels import better, pairwise_sum, place_all, place_cut, place_groups, put_blocks
 
 __all__ = ["Builder", "NoFit", "repolish", "retype", "copy_placed", "Option", "RETYPE_ROUNDS"]
@@ -187,12 +187,13 @@ class Builder:
             raw = self.res.groups.get(raw_key)
             if raw is None:
                 h = min(self.topo.ranks_per_host, self.topo.world_size)
-                cuts = row_ranges(t.rows, h)
-                shards = [self.shard(t, TWRW, b - a, t.dim) for a, b in cuts]
-                raw = self.res.groups[raw_key] = (
-                    [(pairwise_sum(v[:-1]) + self.shard_spread(t, TWRW, b - a, t.dim), float(v[-1]))
-                     for (v, _), (a, b) in zip(shards, cuts, strict=True)], np.array([v for v, _ in shards]),
-                    np.array([[m.get(x, 0.0) for x in tiers] for _, m in shards]))
+                shards = []  # as `row_ranges(t.rows, h)`: each distinct row count priced once
+                for rows, n in row_sizes(t.rows, h) if t.rows else [(0, h)]:
+                    v, m = self.shard(t, TWRW, rows, t.dim)
+                    pair = (pairwise_sum(v[:-1]) + self.shard_spread(t, TWRW, rows, t.dim), float(v[-1]))
+                    shards += [(pair, v, [m.get(x, 0.0) for x in tiers])] * n
+                raw = self.res.groups[raw_key] = ([s[0] for s in shards], np.array([s[1] for s in shards]),
+                                                  np.array([s[2] for s in shards]))
             s0, s1 = self.res.s0, self.res.s1
             ours = trec = 0.0  # Σ `summary` over the shards, as numpy adds their (ours, TorchRec) pairs in order
             for a, b in raw[0]:
@@ -336,8 +337,8 @@ class Builder:
             order = np.argsort(-share, kind="stable")
         ids: dict[str, int] = {}
         tables = np.array([ids.setdefault(p.table, len(ids)) for p in pieces], dtype=np.int64)
-        groups = np.array([p.gi for p in pieces], dtype=np.int64)
-        mems = np.array([[p.mem.get(t, 0.0) for t in state.tiers] for p in pieces])
+        groups = np.array([GROUP[p.st] for p in pieces], dtype=np.int64)
+        mems = np.array([[p.mem[t] if t in p.mem else 0.0 for t in state.tiers] for p in pieces])
         used = np.stack([state.used[t] for t in state.tiers])
         cap = np.array([state.cap[t] for t in state.tiers], dtype=np.float64)
         ranks = np.full(len(pieces), -1, dtype=np.int64)

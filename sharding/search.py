@@ -28,6 +28,7 @@ from sharding.trec_cost import TorchRecCostModel
 __all__ = ["Resources", "Piece", "Loads", "local_search"]
 
 STYPES = tuple(ShardingType)
+GROUP = {st: i for i, st in enumerate(STYPES)}  # `STYPES.index` without a call per piece
 _TOL = 1e-12
 HOT_RANKS, TRY_PIECES = 4, 6  # per iteration: ranks holding a row's maximum tried, largest pieces tried on each
 
@@ -124,7 +125,7 @@ class Piece:
 
     @property
     def gi(self) -> int:
-        return STYPES.index(self.st)
+        return GROUP[self.st]
 
 
 class Loads(Bins):
@@ -319,16 +320,13 @@ def local_search(state: Loads, pieces: list[Piece], max_iters: int) -> int:
     res = state.res
     ranks = np.array([p.rank for p in pieces], dtype=np.int64)
     vecs = np.array([p.vec for p in pieces])
-    groups = np.array([p.gi for p in pieces], dtype=np.int64)
+    groups = np.array([GROUP[p.st] for p in pieces], dtype=np.int64)
     ids: dict[str, int] = {}
     tables = np.array([ids.setdefault(p.table, len(ids)) for p in pieces], dtype=np.int64)
     size = (vecs * res.weight).sum(axis=1)
     multi = np.bincount(tables) > 1
     tiers = {t: i for i, t in enumerate(state.tiers)}
-    mems = np.zeros((len(pieces), len(tiers)))
-    for i, p in enumerate(pieces):
-        for t, b in p.mem.items():
-            mems[i, tiers[t]] = b
+    mems = np.array([[p.mem[t] if t in p.mem else 0.0 for t in state.tiers] for p in pieces], dtype=np.float64)
     used = np.stack([state.used[t] for t in state.tiers])
     cap = np.array([state.cap[t] for t in state.tiers], dtype=np.float64)
     it = max_iters

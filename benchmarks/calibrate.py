@@ -93,7 +93,11 @@ BATCHES = (512, 2048)
 COLLECTIVE_KIB = (4, 64, 1024, 4096)
 DENSE_ROWS = (4000, 32000, 256000)
 OVERHEAD_PLANS = ("TW", "RW", "CW", "TWRW", "DP", "TW+RW")
-ROUNDS, REPEATS = 5, 8  # 5 rounds × 8 timed calls per microbenchmark point (was 1 pass × 20)
+# 3 rounds × 8 timed calls per microbenchmark point (was 1 pass × 20, then 5 rounds): alternated with 5 rounds
+# at load 5-7 on the 2-core VM, 3 rounds took 167/204 s against 235/283 s and priced the same 24 measured
+# steps 28%/18% off against 32%/37% (results/validation/calibrate_time_20261203.md); a median over 3 still
+# outvotes one disturbed round
+ROUNDS, REPEATS = 3, 8
 # timed steps of each TorchRec stage plan per round: validate-cost's default, so that the stage medians fitted are
 # the same kind of number as the validated ones (with 8, at load 2–3, a TW plan's stages summed 1.5–2.5× what 20
 # steps gave 20 minutes earlier at load 1–2; load and steps not separated)

@@ -43,6 +43,7 @@ from sharding.split_kernel import price_splits
 __all__ = ["pair_refine", "refine_plan", "flatten", "loads_of", "PAIR_EVALS", "FLAT_POWERS"]
 
 TW, CW = ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE
+_NO_GROUPS, _NO_HOLD = np.zeros((0, 6), dtype=np.int64), np.zeros((0, 1))  # `price_splits` without holders
 
 PAIR_EVALS = 1000  # pair evaluations per call (each enumerates ≤ 2^PAIR_PIECES splits)
 PAIR_PIECES = 12  # a pair's largest pieces re-split exactly; the smaller ones stay where they are
@@ -108,18 +109,18 @@ def _split(state: Loads, a: int, b: int, pieces: list[Piece], out: np.ndarray, t
     L, vecs, out, hold = L0[act], vecs[:, act], out[act], res.hold[:, act]
     base_a = L[:, a] - (1 - on_b) @ vecs  # as `_split_reference`: vecs in the layout it has there (the sums
     base_b = L[:, b] - on_b @ vecs  # of a matrix-vector product depend on it)
-    gs = [int(g) for g in groups if hold[g].any()]  # groups with holder overheads, in `_split_reference`'s order
-    mine = [gis == g for g in gs]
-    split_of = np.array([sum(1 << int(i) for i in np.flatnonzero(m)) for m in mine], dtype=np.int64)
-    on_b_i = on_b > 0.5
-    g_ca = np.array([cnt[g, a] - int((m & ~on_b_i).sum()) for g, m in zip(gs, mine, strict=True)], dtype=np.int64)
-    g_cb = np.array([cnt[g, b] - int((m & on_b_i).sum()) for g, m in zip(gs, mine, strict=True)], dtype=np.int64)
-    splits, la, lb = price_splits(
-        fit, np.ascontiguousarray(vecs), np.ascontiguousarray(base_a), np.ascontiguousarray(base_b), max(t_cap, out[-1]) * (1 + 1e-12),
-        split_of, np.array([int(m.sum()) for m in mine], dtype=np.int64), g_ca, g_cb,
-        np.array([int(cnt[g, a] > 0) for g in gs], dtype=np.int64),
-        np.array([int(cnt[g, b] > 0) for g in gs], dtype=np.int64),
-        np.ascontiguousarray(hold[gs]).reshape(len(gs), len(base_a)))
+    grp, g_hold = _NO_GROUPS, _NO_HOLD  # groups with holder overheads, in `_split_reference`'s order
+    gs = [g for g in groups.tolist() if hold[g].any()]
+    if gs:
+        grp = np.zeros((len(gs), 6), dtype=np.int64)  # per group: its pieces' bits, their count, then per rank
+        for j, g in enumerate(gs):  # (a, b) its count without them and whether it holds the group now
+            mine = gis == g
+            grp[j] = (sum(1 << i for i in np.flatnonzero(mine).tolist()), mine.sum(),
+                      cnt[g, a] - (mine & (on_b == 0)).sum(), cnt[g, b] - (mine & (on_b == 1)).sum(),
+                      cnt[g, a] > 0, cnt[g, b] > 0)
+        g_hold = hold[gs]
+    splits, la, lb = price_splits(fit, np.ascontiguousarray(vecs), base_a, base_b,
+                                  max(t_cap, out[-1]) * (1 + 1e-12), grp, g_hold)
     if not len(splits):
         return None
     peak = np.maximum(la, lb)

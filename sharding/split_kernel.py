@@ -37,24 +37,21 @@ def _row(s: int, k: int, vecs: np.ndarray, base_a: np.ndarray, base_b: np.ndarra
 
 
 @njit(cache=True)
-def _turns(s: int, j: int, g_mask: np.ndarray, g_n: np.ndarray, g_ca: np.ndarray, g_cb: np.ndarray,
-           g_wa: np.ndarray, g_wb: np.ndarray) -> tuple[int, int]:
+def _turns(s: int, j: int, grp: np.ndarray) -> tuple[int, int]:
     """(a, b): +1 where split s makes the rank a holder of group j, −1 where it stops being one, else 0."""
-    nb = _pop(s & g_mask[j])
-    da = (1 if g_ca[j] + g_n[j] - nb > 0 else 0) - g_wa[j]
-    db = (1 if g_cb[j] + nb > 0 else 0) - g_wb[j]
+    nb = _pop(s & grp[j, 0])
+    da = (1 if grp[j, 2] + grp[j, 1] - nb > 0 else 0) - grp[j, 4]
+    db = (1 if grp[j, 3] + nb > 0 else 0) - grp[j, 5]
     return da, db
 
 
 @njit(cache=True)
 def price_splits(fit: np.ndarray, vecs: np.ndarray, base_a: np.ndarray, base_b: np.ndarray, t_lim: float,
-                 g_mask: np.ndarray, g_n: np.ndarray, g_ca: np.ndarray, g_cb: np.ndarray, g_wa: np.ndarray,
-                 g_wb: np.ndarray, g_hold: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                 grp: np.ndarray, g_hold: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(splits, la, lb): the splits s (ascending) with fit[s] whose TorchRec row (the last) is ≤ `t_lim` on both
-    ranks, and their loads of ranks a and b, (m, K). Group j (holder overheads g_hold[j]): g_mask[j] its pieces'
-    bits, g_n[j] how many, g_ca / g_cb the rank's count of it without the pair's pieces, g_wa / g_wb 1 if the
-    rank holds it now."""
-    n_s, K, G = fit.shape[0], vecs.shape[1], g_mask.shape[0]
+    ranks, and their loads of ranks a and b, (m, K). Group j (holder overheads g_hold[j]): grp[j] = its pieces'
+    bits, how many, ranks a's and b's count of it without the pair's pieces, 1 if a / b holds it now."""
+    n_s, K, G = fit.shape[0], vecs.shape[1], grp.shape[0]
     keep = np.empty(n_s, np.int64)
     m = 0
     for s in range(n_s):
@@ -62,7 +59,7 @@ def price_splits(fit: np.ndarray, vecs: np.ndarray, base_a: np.ndarray, base_b: 
             continue
         ta, tb = _row(s, K - 1, vecs, base_a, base_b)
         for j in range(G):
-            da, db = _turns(s, j, g_mask, g_n, g_ca, g_cb, g_wa, g_wb)
+            da, db = _turns(s, j, grp)
             h = g_hold[j, K - 1]
             if da > 0:
                 ta += h
@@ -81,7 +78,7 @@ def price_splits(fit: np.ndarray, vecs: np.ndarray, base_a: np.ndarray, base_b: 
         for k in range(K):
             la[q, k], lb[q, k] = _row(s, k, vecs, base_a, base_b)
         for j in range(G):
-            da, db = _turns(s, j, g_mask, g_n, g_ca, g_cb, g_wa, g_wb)
+            da, db = _turns(s, j, grp)
             for k in range(K):
                 h = g_hold[j, k]
                 if da > 0:

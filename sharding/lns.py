@@ -118,7 +118,7 @@ def _split(state: Loads, a: int, b: int, pieces: list[Piece], out: np.ndarray, t
             grp[j] = (sum(1 << i for i in np.flatnonzero(mine).tolist()), mine.sum(),
                       cnt[g, a] - (mine & (on_b == 0)).sum(), cnt[g, b] - (mine & (on_b == 1)).sum(),
                       cnt[g, a] > 0, cnt[g, b] > 0)
-        g_hold = hold[gs]
+        g_hold = np.ascontiguousarray(hold[gs])
     splits, la, lb = price_splits(fit, np.ascontiguousarray(vecs), base_a, base_b,
                                   max(t_cap, out[-1]) * (1 + 1e-12), grp, g_hold)
     if not len(splits):

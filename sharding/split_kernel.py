@@ -9,6 +9,7 @@ by group in the same order. tests/sharding/test_lns.py checks `lns._split` again
 """
 from __future__ import annotations
 
+import numba
 import numpy as np
 from numba import njit
 
@@ -90,3 +91,8 @@ def price_splits(fit: np.ndarray, vecs: np.ndarray, base_a: np.ndarray, base_b: 
                 elif db < 0:
                     lb[q, k] -= h
     return keep[:m].copy(), la, lb
+
+
+_F1, _F2, _I2 = numba.float64[::1], numba.float64[:, ::1], numba.int64[:, ::1]
+price_splits.compile((numba.boolean[::1], _F2, _F1, _F1, numba.float64, _I2, _F2))  # at import, from numba's disk
+# cache once compiled (as `search_kernels`'): ≈ 2 s of CPU once per checkout on the 2-core dev machine

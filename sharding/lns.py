@@ -38,10 +38,12 @@ import numpy as np
 from sharding.layouts import table_plan
 from sharding.plan import ShardingPlan, ShardingType
 from sharding.search import Loads, Piece, Resources
+from sharding.split_kernel import price_splits
 
 __all__ = ["pair_refine", "refine_plan", "flatten", "loads_of", "PAIR_EVALS", "FLAT_POWERS"]
 
 TW, CW = ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE
+_NO_GROUPS, _NO_HOLD = np.zeros((0, 6), dtype=np.int64), np.zeros((0, 1))  # `price_splits` without holders
 
 PAIR_EVALS = 1000  # pair evaluations per call (each enumerates ≤ 2^PAIR_PIECES splits)
 PAIR_PIECES = 12  # a pair's largest pieces re-split exactly; the smaller ones stay where they are
@@ -63,10 +65,81 @@ def _stays(n: int) -> np.ndarray:
     return 1 - _bits(n)
 
 
+def _fit(state: Loads, a: int, b: int, pieces: list[Piece], on_b: np.ndarray) -> np.ndarray:
+    """(2^n,) bool: the splits that fit (memory, a table's column blocks one on each side), before any load."""
+    bits = _bits(len(pieces))
+    fit = np.ones(len(bits), dtype=bool)
+    for tier in state.tiers:
+        mem = np.array([p.mem.get(tier, 0.0) for p in pieces])
+        if mem.any():
+            cap = state.cap[tier] * (1 + 1e-12)
+            to_b = bits @ mem
+            fit &= (state.used[tier][a] - (1 - on_b) @ mem + mem.sum() - to_b <= cap)
+            fit &= (state.used[tier][b] - on_b @ mem + to_b <= cap)
+    tables: dict[str, list[int]] = {}
+    for i, p in enumerate(pieces):
+        tables.setdefault(p.table, []).append(i)
+    for idx in (v for v in tables.values() if len(v) > 1):  # column blocks of one table: one on each side
+        fit &= bits[:, idx].sum(axis=1) == 1 if len(idx) == 2 else False
+    return fit
+
+
 def _split(state: Loads, a: int, b: int, pieces: list[Piece], out: np.ndarray, t_cap: float, limit: float,
            ) -> tuple[float, np.ndarray] | None:
     """Best split of `pieces` (now on a or b) between ranks a and b as (second objective, on-b mask), among
-    splits whose primary is ≤ `limit`; None if none is feasible. `out`: each row's max over the other ranks."""
+    splits whose primary is ≤ `limit`; None if none is feasible. `out`: each row's max over the other ranks.
+    `split_kernel.price_splits` prices TorchRec's row of every split that fits first and the other rows only of
+    the splits within its cap; the result is `_split_reference`'s, float for float."""
+    res, cnt = state.res, state.count
+    n = len(pieces)
+    on_b = np.array([p.rank == b for p in pieces], dtype=np.float64)
+    fit = _fit(state, a, b, pieces, on_b)
+    if not fit.any():
+        return None
+    vecs = np.array([p.vec for p in pieces])  # (n, K)
+    gis = np.array([p.gi for p in pieces])
+    groups = np.unique(gis)
+    # rows no piece (or holder overhead) of the pair touches keep their values: leave them out, keep their sums
+    act = np.any(vecs != 0, axis=0) | res.hold[groups].any(axis=0)
+    act[-1] = True  # TorchRec's row
+    if act.sum() < 2:
+        return _split_reference(state, a, b, pieces, out, t_cap, limit)
+    L0 = state.L
+    fixed = float(np.maximum(np.maximum(L0[:-1, a], L0[:-1, b]), out[:-1])[~act[:-1]].sum())
+    L, vecs, out, hold = L0[act], vecs[:, act], out[act], res.hold[:, act]
+    base_a = L[:, a] - (1 - on_b) @ vecs  # as `_split_reference`: vecs in the layout it has there (the sums
+    base_b = L[:, b] - on_b @ vecs  # of a matrix-vector product depend on it)
+    grp, g_hold = _NO_GROUPS, _NO_HOLD  # groups with holder overheads, in `_split_reference`'s order
+    gs = [g for g in groups.tolist() if hold[g].any()]
+    if gs:
+        grp = np.zeros((len(gs), 6), dtype=np.int64)  # per group: its pieces' bits, their count, then per rank
+        for j, g in enumerate(gs):  # (a, b) its count without them and whether it holds the group now
+            mine = gis == g
+            grp[j] = (sum(1 << i for i in np.flatnonzero(mine).tolist()), mine.sum(),
+                      cnt[g, a] - (mine & (on_b == 0)).sum(), cnt[g, b] - (mine & (on_b == 1)).sum(),
+                      cnt[g, a] > 0, cnt[g, b] > 0)
+        g_hold = np.ascontiguousarray(hold[gs])
+    splits, la, lb = price_splits(fit, np.ascontiguousarray(vecs), base_a, base_b,
+                                  max(t_cap, out[-1]) * (1 + 1e-12), grp, g_hold)
+    if not len(splits):
+        return None
+    peak = np.maximum(la, lb)
+    primary = fixed + np.maximum(peak[:, :-1], out[None, :-1]).sum(axis=1)
+    ok = primary <= limit * (1 + 1e-12)
+    if not ok.any():
+        return None
+    rest = float(np.maximum(L0[:-1, a], L0[:-1, b])[~act[:-1]].sum())
+    obj = np.where(ok, primary + EPS * (rest + peak[:, :-1].sum(axis=1)), np.inf)
+    s = int(np.argmin(obj))  # the first least: `splits` ascends, so the same split as over all of them
+    return float(obj[s]), _bits(n)[splits[s]] > 0.5
+
+
+def _split_reference(state: Loads, a: int, b: int, pieces: list[Piece], out: np.ndarray, t_cap: float, limit: float,
+           ) -> tuple[float, np.ndarray] | None:
+    """Best split of `pieces` (now on a or b) between ranks a and b as (second objective, on-b mask), among
+    splits whose primary is ≤ `limit`; None if none is feasible. `out`: each row's max over the other ranks.
+    The numpy version of `_split` (every split priced in full): its check, and its path where the pieces touch
+    TorchRec's row alone (a (n, 1) product is a matrix-vector one, whose sums OpenBLAS orders otherwise)."""
     res, cnt = state.res, state.count
     n = len(pieces)
     bits, stays = _bits(n), _stays(n)

@@ -144,20 +144,7 @@ def _split_reference(state: Loads, a: int, b: int, pieces: list[Piece], out: np.
     n = len(pieces)
     bits, stays = _bits(n), _stays(n)
     on_b = np.array([p.rank == b for p in pieces], dtype=np.float64)
-    # the splits that fit (memory, a table's column blocks one on each side), known before any load is priced
-    fit = np.ones(len(bits), dtype=bool)
-    for tier in state.tiers:
-        mem = np.array([p.mem.get(tier, 0.0) for p in pieces])
-        if mem.any():
-            cap = state.cap[tier] * (1 + 1e-12)
-            to_b = bits @ mem
-            fit &= (state.used[tier][a] - (1 - on_b) @ mem + mem.sum() - to_b <= cap)
-            fit &= (state.used[tier][b] - on_b @ mem + to_b <= cap)
-    tables: dict[str, list[int]] = {}
-    for i, p in enumerate(pieces):
-        tables.setdefault(p.table, []).append(i)
-    for idx in (v for v in tables.values() if len(v) > 1):  # column blocks of one table: one on each side
-        fit &= bits[:, idx].sum(axis=1) == 1 if len(idx) == 2 else False
+    fit = _fit(state, a, b, pieces, on_b)  # known before any load is priced
     if not fit.any():
         return None
     vecs = np.array([p.vec for p in pieces])  # (n, K)

@@ -33,9 +33,8 @@ import numpy as np
 from sharding.cost import CostModel
 from sharding.layouts import table_plan
 from sharding.plan import ShardingPlan, ShardingType, TablePlan
+from sharding.search import STYPES
 from sharding.trec_cost import TorchRecCostModel
-
-STYPES = tuple(ShardingType)
 
 __all__ = ["relayout", "RELAYOUT_WORK", "pareto_gain"]
 

@@ -37,6 +37,7 @@ measured LRU curves, which need not be convex); taking the cheapest slopes first
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cache
 
 import numpy as np
 from scipy.optimize import linprog
@@ -84,36 +85,45 @@ class LowerBound:
 
 
 def _table_terms(cost: CostModel | TorchRecCostModel, name: str, tiers: list[str],
+                 options: list[tuple[ShardingType, list[tuple[int, int, int]]]] | None = None,
                  ) -> tuple[float, float, float, float]:
     """(least total work, least largest-shard cost) of a table, in its cheapest of `tiers`, with data-parallel allowed
-    and then without it (one pricing pass for both)."""
+    and then without it (one pricing pass for both). `options`: the table's `_option_shards` (made here if not
+    given; `lower_bound` passes those it priced). Prices are read from the model's memo where `price_many` put
+    them (the same objects `shard_cost` returns: `shard_cost` was a third of this function's time on r1000)."""
     t, topo = cost.tables[name], cost.topology
-    w, h = topo.world_size, min(topo.ranks_per_host, topo.world_size)
-
+    w = topo.world_size
     one = tiers[0] if len(tiers) == 1 else None  # one tier (TorchRec's bound, most of ours): no generator
-
-    spread = isinstance(cost, CostModel) and cost.topology.all_to_all_by_mean and w > 1
+    ours = isinstance(cost, CostModel)
+    spread = ours and cost.topology.all_to_all_by_mean and w > 1
+    memo, shard_cost = cost._memo, cost.shard_cost
 
     def price(st: ShardingType, rows: int, cols: int) -> tuple[float, float]:
         """(the shard's total, what the step pays for it on its rank): an all-to-all priced by the mean over
         ranks (`CostModel.collective_price`) adds 1/W of its seconds to the step, wherever the shard lies."""
-        c = (cost.shard_cost(t, st, rows, cols, one).total if one is not None else
-             min(cost.shard_cost(t, st, rows, cols, x).total for x in tiers))
+        if one is not None:  # `shard_cost`'s memo key (cache fraction 0.0)
+            c = memo.get(("c", name, st, rows, cols, one, 0.0) if ours else (name, st, cols, one, 0.0))
+            c = (c if c is not None else shard_cost(t, st, rows, cols, one)).total
+        else:
+            c = min(shard_cost(t, st, rows, cols, x).total for x in tiers)
         if not spread:
             return c, c
         a2a = sum(secs for _, op, secs in cost.message_times(t, st, rows, cols) if op == "all_to_all")
         return c, max(0.0, c - a2a * (1 - 1 / w))
 
-    tw, tw_piece = price(TW, t.rows, t.dim)
-    work, piece = tw, tw_piece
-    for k in [k for k in column_splits(t.dim) if k <= w]:
-        c, cp = price(CW, t.rows, t.dim // k)
-        work, piece = min(work, c * k), min(piece, cp)
-    for st, n in ((TWRW, h), (RW, w)):  # n = 1 too: TorchRec prices a lone RW shard below a TW one
-        if n >= 1:
-            cs = [(*price(st, r, t.dim), k) for r, k in row_sizes(t.rows, n)]
+    work = piece = dp = dp_piece = 0.0
+    for st, shards in (options if options is not None else _option_shards(cost, t)):
+        if st == TW:  # the first option
+            work, piece = price(TW, t.rows, t.dim)
+        elif st == CW:
+            (rows, cols, k), = shards
+            c, cp = price(CW, rows, cols)
+            work, piece = min(work, c * k), min(piece, cp)
+        elif st == DP:  # one rank too: a lone replica is a valid plan
+            dp, dp_piece = price(DP, t.rows, t.dim)
+        else:  # RW over all ranks, TWRW over a host; n = 1 too: TorchRec prices a lone RW shard below a TW one
+            cs = [(*price(st, r, cols), k) for r, cols, k in shards]
             work, piece = min(work, sum(c * k for c, _, k in cs)), min(piece, max(cp for _, cp, _ in cs))
-    dp, dp_piece = price(DP, t.rows, t.dim)  # one rank too: a lone replica is a valid plan
     work_dp, piece_dp = min(work, dp * w), min(piece, dp_piece)
     return work_dp, piece_dp, work, piece
 
@@ -132,12 +142,18 @@ def _hull_segments(xs: np.ndarray, ys: np.ndarray) -> list[tuple[float, float]]:
 PIECE_ROWS = 48  # per resource, the tables with the largest pieces get a piece row in the LP
 
 
+@cache
+def _column_splits(dim: int) -> tuple[int, ...]:
+    """`column_splits`, once per dim (a loop over dim / 4 candidates, asked for every table by both bounds)."""
+    return tuple(column_splits(dim))
+
+
 def _option_shards(cost: CostModel, t) -> list[tuple[ShardingType, list[tuple[int, int, int]]]]:  # noqa: ANN001
     """Every option of table t as (type, [(rows, cols, how many shards)])."""
     topo = cost.topology
     w, h = topo.world_size, min(topo.ranks_per_host, topo.world_size)
     out = [(TW, [(t.rows, t.dim, 1)])]
-    out += [(CW, [(t.rows, t.dim // k, k)]) for k in column_splits(t.dim) if k <= w]
+    out += [(CW, [(t.rows, t.dim // k, k)]) for k in _column_splits(t.dim) if k <= w]
     out += [(RW, [(r, t.dim, k) for r, k in row_sizes(t.rows, w)]),
             (TWRW, [(r, t.dim, k) for r, k in row_sizes(t.rows, h)])]
     out.append((DP, [(t.rows, t.dim, w)]))  # on one rank too: a lone replica is a valid plan
@@ -395,10 +411,11 @@ def lower_bound(cost: CostModel | TorchRecCostModel, relax: bool = True) -> Lowe
     topo, wl = cost.topology, cost.workload
     w = topo.world_size
     tiers = _cheapest_tiers(cost)  # one decision for every table
+    options = [_option_shards(cost, t) for t in wl.tables]
     if isinstance(cost, CostModel | TorchRecCostModel):  # every option's shards priced at once (the same
-        cost.price_many([(t, st, rows, cols, x, 0.0) for t in wl.tables for st, shards in _option_shards(cost, t)
-                         for rows, cols, _ in shards for x in tiers])
-    all_terms = [_table_terms(cost, t.name, tiers) for t in wl.tables]
+        cost.price_many([(t, st, rows, cols, x, 0.0) for t, opts in zip(wl.tables, options, strict=True)
+                         for st, shards in opts for rows, cols, _ in shards for x in tiers])
+    all_terms = [_table_terms(cost, t.name, tiers, opts) for t, opts in zip(wl.tables, options, strict=True)]
     terms = [(a, b) for a, b, _, _ in all_terms]
     if isinstance(cost, TorchRecCostModel):
         return LowerBound(sum(a for a, _ in terms) / w, 0.0, max(b for _, b in terms), w, 0.0)

@@ -519,3 +519,8 @@ place_best.compile((*_LOADS, numba.int64, numba.float64[::1], _B))
 host_scores.compile((_F2, _I2, _F2, _F, _F, _F, numba.int64, _F2, _F2, _F2, numba.float64[::1]))
 place_cut.compile((*_LOADS, _F, _F, numba.int64, numba.float64[::1], numba.float64[::1], _F2, numba.float64[::1],
                    numba.int64, _F))
+pairwise_sum.compile((numba.float64[::1],))  # these four were compiled at their first call: 0.23 s of the first
+place_all.compile((*_LOADS, _I, _I, _I, _F2, _F2, _F2, numba.float64[::1], _I, numba.boolean))  # plan (f94, issue 16)
+put_blocks.compile((_F2, _I2, _F2, _F2, _I, _I, _I, _B, _F2, _F2))
+place_groups.compile((_F2, _I2, _F2, _F, _F, _F, numba.int64, numba.float64[:, :, ::1], numba.float64[:, :, ::1], _F2,
+                      numba.float64[::1], _I))

@@ -147,6 +147,16 @@ class ShardCost:
         return self.fwd_compute + self.bwd_compute + self.fwd_comms + self.bwd_comms + self.optimizer
 
 
+def _shard_cost(fwd_compute: float, bwd_compute: float, fwd_comms: float, bwd_comms: float, optimizer: float,
+                ) -> ShardCost:
+    """`ShardCost(...)` without the frozen dataclass's per-field `__init__` (`price_many` makes 10^4 of them on
+    r1000: a third of its time went there), equal to it field for field."""
+    c = object.__new__(ShardCost)
+    c.__dict__.update(fwd_compute=fwd_compute, bwd_compute=bwd_compute, fwd_comms=fwd_comms, bwd_comms=bwd_comms,
+                      optimizer=optimizer)
+    return c
+
+
 @dataclass
 class RankCost:
     """One rank's step: its own lookups and optimizer, the collectives it joins (the same for every rank),
@@ -300,32 +310,37 @@ class CostModel:
             if st == DP and train:
                 opt = rows * cols * nbytes / topo.stage_bw("DP", "optimizer", topo.dense_update_bandwidth)
             msgs = self._messages_many(st, rows, cols, nbytes, lookups, bags, w, h)
-            secs = []  # (pass, op, seconds (n,)) as `message_times`
+            secs, arrays = [], []  # (pass, op, seconds (n,)) as `message_times`
             for i, (p, op, intra, inter) in enumerate(msgs):
                 if train or p == "fwd":
                     bw, across = self._message_bw(st, i, p, op)
-                    secs.append((p, op, (intra / bw + inter / across).tolist()))
-            comms = {"fwd": [0.0] * len(ts), "bwd": [0.0] * len(ts)}
-            for p, _, v in secs:
-                acc = comms[p]
-                for j, x in enumerate(v):
-                    acc[j] += x
+                    arrays.append((p, intra / bw + inter / across))
+                    secs.append((p, op, arrays[-1][1].tolist()))
+            comms = {"fwd": np.zeros(len(ts)), "bwd": np.zeros(len(ts))}
+            for p, v in arrays:  # each shard's messages added in order, as `_shard_cost` adds them (elementwise)
+                comms[p] = comms[p] + v
             # `_shard_memory` (fast tier: no cache): weights + optimizer state, then the input/output buffers
-            per_row = np.array([wl.row_bytes(t, c) for t, c in zip(ts, cols.tolist(), strict=True)])
+            per_width: dict[tuple[str, int], float] = {}  # `row_bytes` depends on the dtype and width alone
+            per_row = np.array([per_width[(t.dtype, c)] if (t.dtype, c) in per_width else
+                                per_width.setdefault((t.dtype, c), wl.row_bytes(t, c))
+                                for t, c in zip(ts, cols.tolist(), strict=True)])
             buffers = np.where(rows == 0, 0.0, lookups * wl.index_bytes + bags * cols * wl.output_bytes)
             mem = (rows * per_row + buffers).tolist()
             empty = (rows == 0).tolist() if w > 1 else [True] * len(ts)
             for j, (key, f, b, o, cf_, cb) in enumerate(zip(items, fwd.tolist(), bwd.tolist(), opt.tolist(),
-                                                            comms["fwd"], comms["bwd"], strict=True)):
-                memo.setdefault(("m", *key[1:]), {fast: mem[j]})
+                                                            comms["fwd"].tolist(), comms["bwd"].tolist(),
+                                                            strict=True)):
+                mkey = ("m", *key[1:])
+                if mkey not in memo:
+                    memo[mkey] = {fast: mem[j]}
                 tkey = ("t", key[1], st, key[3], key[4])
                 if empty[j]:
                     memo.setdefault(tkey, [])
-                    memo[key] = ShardCost(f, b, 0.0, 0.0, o)
+                    memo[key] = _shard_cost(f, b, 0.0, 0.0, o)
                     continue
                 if tkey not in memo:
                     memo[tkey] = [(p, op, v[j]) for p, op, v in secs]
-                memo[key] = ShardCost(f, b, cf_, cb, o)
+                memo[key] = _shard_cost(f, b, cf_, cb, o)
 
     def _messages_many(self, st: ShardingType, rows: np.ndarray, cols: np.ndarray, nbytes: np.ndarray,
                        lookups: np.ndarray, bags: np.ndarray, w: int, h: int,

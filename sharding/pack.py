@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from itertools import compress
+from operator import itemgetter
 
 import numpy as np
 
@@ -37,6 +39,7 @@ TW, CW, RW, TWRW, DP = (ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE, Shard
 Option = tuple[ShardingType, int, np.ndarray, float]  # (type, pieces, summed (ours, TorchRec) work, largest piece)
 RETYPE_ROUNDS, HOT_TABLES = 24, 3  # re-cuts (or merges) at most per packing; largest pieces tried per hot rank
 MAX_SPLIT = 8  # column-wise re-cuts tried: k ≤ this
+_PIECE = itemgetter(3)  # an option's largest piece
 
 
 class NoFit(Exception):
@@ -105,18 +108,16 @@ class Builder:
                 got = self._options[key] = self._feasible_reference(t, mu, allow_dp, torchrec)
                 return got
             lo, hi = span
-            idx = [i for i, good in enumerate(self._mask(mu, allow_dp)[lo:hi].tolist()) if good]
-            rw = self.topo.world_size > 1 or not idx  # the RW fallback (last)
-            if torchrec:
-                keep = self._batch["trec_ok"]
-                idx = [i for i in idx if keep[lo + i]]
-            if rw:
-                idx.append(hi - lo - 1)
-            opts = [priced[i][:4] for i in idx]
-            tw = [j for j, o in enumerate(opts) if o[0] == TW]
-            dp = [j for j, o in enumerate(opts) if o[0] == DP]
-            got = self._options[key] = (opts, [priced[i][5] for i in idx], tw[-1] if tw else -1,
-                                        dp[0] if dp else -1)
+            idx = list(compress(range(hi - lo), self._mask(mu, allow_dp, torchrec)[lo:hi]))
+            if self.topo.world_size == 1 and not any(self._mask(mu, allow_dp, False)[lo:hi]):
+                idx.append(hi - lo - 1)  # the RW fallback (last), where no other option qualifies
+            opts, most, tw, dp = [priced[i][:4] for i in idx], [priced[i][5] for i in idx], -1, -1
+            for j, o in enumerate(opts):
+                if o[0] is TW:
+                    tw = j
+                elif o[0] is DP and dp < 0:
+                    dp = j
+            got = self._options[key] = (opts, most, tw, dp)
         return got
 
     def _torchrec_feasible(self, t: TableSpec, mu: float, allow_dp: bool,
@@ -124,17 +125,23 @@ class Builder:
         """`_feasible` with column-wise only in the blocks TorchRec's enumerator cuts."""
         return self._feasible(t, mu, allow_dp, True)
 
-    def _mask(self, mu: float, allow_dp: bool) -> np.ndarray:
-        """Which of every table's options (`_price_all`'s order) qualify, RW aside, as `_feasible_reference`
-        decides: allowed (DP only with `allow_dp`, the others for μ > 0) and each tier's bytes of a piece ≤ μ of
-        the rank's usable bytes (the same products and comparisons); memoised per (μ, DP allowed)."""
-        masks = self._batch["masks"]
-        if (mu, allow_dp) not in masks:
+    def _mask(self, mu: float, allow_dp: bool, torchrec: bool) -> list[bool]:
+        """Which of every table's options (`_price_all`'s order) qualify, as `_feasible_reference` decides:
+        allowed (DP only with `allow_dp`, the others for μ > 0) and each tier's bytes of a piece ≤ μ of the
+        rank's usable bytes (the same products and comparisons), column-wise only in TorchRec's blocks with
+        `torchrec`; RW always on more than one rank (on one, `_feasible` adds it where nothing else qualifies);
+        memoised per argument."""
+        masks, key = self._batch["masks"], (mu, allow_dp, torchrec)
+        if key not in masks:
             kind, mem = self._batch["kind"], self._batch["mem"]
             limit = np.array([mu * u for u in self.usable.values()])
-            masks[(mu, allow_dp)] = (kind != GROUP[RW]) & np.where(kind == GROUP[DP], allow_dp, mu > 0) & \
-                (mem <= limit).all(axis=1)
-        return masks[(mu, allow_dp)]
+            ok = (kind != GROUP[RW]) & np.where(kind == GROUP[DP], allow_dp, mu > 0) & (mem <= limit).all(axis=1)
+            if torchrec:
+                ok &= self._batch["trec_ok"]
+            if self.topo.world_size > 1:
+                ok |= kind == GROUP[RW]
+            masks[key] = ok.tolist()
+        return masks[key]
 
     def _feasible_reference(self, t: TableSpec, mu: float, allow_dp: bool, torchrec: bool = False,
                             ) -> tuple[list[Option], list[float], int, int]:
@@ -190,9 +197,11 @@ class Builder:
             self._prices[t.name] = [(o[0], o[1], pairs[j], largest[j], o[3], most[j]) for j, o in
                                     enumerate(raw, i)]
             i += len(raw)
-        batch.update(span=span, trec_ok=trec_ok, masks={},
+        batch.update(span=span, masks={},
                      kind=np.array([GROUP[o[0]] for o in opts], dtype=np.int64),
-                     mem=np.array([[o[3].get(x, -np.inf) for x in tiers] for o in opts], dtype=np.float64))
+                     trec_ok=np.array(trec_ok, dtype=bool),
+                     mem=np.array([o[3].get(x, -np.inf) for o in opts for x in tiers],
+                                  dtype=np.float64).reshape(len(opts), len(tiers)))
 
     def _priced_one(self, t: TableSpec) -> list[tuple[ShardingType, int, np.ndarray, float, dict[str, float],
                                                       float]]:
@@ -242,12 +251,13 @@ class Builder:
             ours = row_sums(vecs[:, :-1])
             if self.res.by_mean:
                 ours = ours + np.array([self.res.spread(*k) for k in keys])
-            sums = iter(zip(ours.tolist(), vecs[:, -1].tolist(), [m for _, m in got], strict=True))
+            a, b, i = ours.tolist(), vecs[:, -1].tolist(), 0
             for key, (_, opts) in todo.items():
                 out = []
                 for st, k, pieces in opts:
-                    priced = [(next(sums), n) for _, _, n in pieces]
-                    out.append((st, k, [(a, b, n) for (a, b, _), n in priced], {} if st == RW else priced[0][0][2]))
+                    out.append((st, k, [(a[j], b[j], n) for j, (_, _, n) in enumerate(pieces, i)],
+                                {} if st == RW else got[i][1]))
+                    i += len(pieces)
                 raw[key] = out
         return [raw[(t.name, *self.tiers[t.name])] for t in tables]
 
@@ -324,7 +334,7 @@ class Builder:
             return pick[0], pick[1]
         if least_work:
             ok = [i for i, o in enumerate(opts) if o[3] <= limit]
-            pick = opts[min(ok, key=most.__getitem__)] if ok else min(opts, key=lambda o: o[3])
+            pick = opts[min(ok, key=most.__getitem__)] if ok else min(opts, key=_PIECE)
             return pick[0], pick[1]
         if dp >= 0 and tw >= 0 and most[dp] < most[tw]:  # by J's measure: the larger
             return DP, opts[dp][1]

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from itertools import compress
+from operator import itemgetter
 
 import numpy as np
 
@@ -28,7 +30,7 @@ from sharding.layouts import column_splits, row_ranges, row_sizes, table_plan, t
 from sharding.lns import loads_of
 from sharding.plan import ShardingPlan, ShardingType
 from sharding.search import _TOL, GROUP, HOT_RANKS, STYPES, Loads, Piece, Resources, local_search
-from sharding.search_kernels import better, pairwise_sum, place_all, place_cut, place_groups, put_blocks
+from sharding.search_kernels import better, pairwise_sum, place_all, place_cut, place_groups, put_blocks, row_sums
 
 __all__ = ["Builder", "NoFit", "repolish", "retype", "copy_placed", "Option", "RETYPE_ROUNDS"]
 
@@ -37,6 +39,7 @@ TW, CW, RW, TWRW, DP = (ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE, Shard
 Option = tuple[ShardingType, int, np.ndarray, float]  # (type, pieces, summed (ours, TorchRec) work, largest piece)
 RETYPE_ROUNDS, HOT_TABLES = 24, 3  # re-cuts (or merges) at most per packing; largest pieces tried per hot rank
 MAX_SPLIT = 8  # column-wise re-cuts tried: k ≤ this
+_PIECE = itemgetter(3)  # an option's largest piece
 
 
 class NoFit(Exception):
@@ -61,12 +64,15 @@ class Builder:
         self.usable = {x.name: self.topo.usable(x.name) for x in self.topo.tiers}  # `Topology.usable`, per tier
         if share is not None and share.res is res and share.tiers is tiers:
             self._options, self._prices, self._groups, self.avg = share._options, share._prices, share._groups, share.avg
+            self._batch = share._batch
             return
         self._options: dict[tuple[str, float, bool], tuple] = {}  # `_feasible`
         self._prices: dict[str, list] = {}
+        self._batch: dict[str, object] = {}  # `_price_all`: every table's options as arrays, for `_mask`
         self._groups: dict[tuple, tuple[float, np.ndarray, np.ndarray]] = {}  # `_group`
-        vecs = np.array([self.shard(t, TW, t.rows, t.dim)[0] for t in self.cost.workload.tables])
-        spread = np.array([self.shard_spread(t, TW, t.rows, t.dim) for t in self.cost.workload.tables])
+        tables = self.cost.workload.tables
+        vecs = np.array([v for v, _ in res.shard_many([(t, TW, t.rows, t.dim, *tiers[t.name]) for t in tables])])
+        spread = np.array([self.shard_spread(t, TW, t.rows, t.dim) for t in tables]) if res.by_mean else 0.0
         tw = np.stack([res.s0 * (vecs[:, :-1].sum(axis=1) + spread), res.s1 * vecs[:, -1]], axis=1)  # `summary`
         self.avg = float((tw.sum(axis=0) / self.topo.world_size).max())  # average rank load, larger component
 
@@ -85,55 +91,124 @@ class Builder:
             return k * self.shard_spread(t, st, t.rows, t.dim // k if st == CW else t.dim)
         return sum(n * self.shard_spread(t, st, rows, t.dim) for rows, n in row_sizes(t.rows, k))
 
-    def _feasible(self, t: TableSpec, mu: float, allow_dp: bool,
+    def _feasible(self, t: TableSpec, mu: float, allow_dp: bool, torchrec: bool = False,
                   ) -> tuple[list[Option], list[float], int, int]:
         """Feasible options of table t (a piece must fit μ of a rank; RW always qualifies: it is the fallback that
-        spreads memory evenly), memoised with what `choose` reads of them on every attempt: each option's larger
-        summed work (`float(o[2].max())`), the index of the table-wise option and of the first data-parallel one
-        (−1 if absent)."""
-        key = (t.name, mu, allow_dp)
+        spreads memory evenly; `torchrec`: column-wise only in the blocks TorchRec's enumerator cuts, the
+        references' own proposals), memoised with what `choose` reads of them on every attempt: each option's
+        larger summed work (`float(o[2].max())`), the index of the table-wise option and of the first
+        data-parallel one (−1 if absent). Which options qualify is decided for every table's options at once
+        (`_mask`); `_feasible_reference` is the same one table at a time (the tests check them equal)."""
+        key = (t.name, mu, allow_dp, "torchrec") if torchrec else (t.name, mu, allow_dp)
         got = self._options.get(key)
         if got is None:
-            usable = self.usable
-
-            def fits(m: dict[str, float]) -> bool:
-                return all(b <= mu * usable[k] for k, b in m.items())
-
-            full = self._enumerate(t, mu, allow_dp, fits)
-            opts = [o[:4] for o in full]
-            tw = [i for i, o in enumerate(opts) if (o[0], o[1]) == (TW, 1)]
-            dp = [i for i, o in enumerate(opts) if o[0] == DP]
-            got = self._options[key] = (opts, [o[5] for o in full], tw[-1] if tw else -1, dp[0] if dp else -1)
+            priced = self._priced(t)
+            span = self._batch["span"].get(t.name)
+            if span is None:  # a table outside the workload
+                got = self._options[key] = self._feasible_reference(t, mu, allow_dp, torchrec)
+                return got
+            lo, hi = span
+            idx = list(compress(range(hi - lo), self._mask(mu, allow_dp, torchrec)[lo:hi]))
+            if self.topo.world_size == 1 and not any(self._mask(mu, allow_dp, False)[lo:hi]):
+                idx.append(hi - lo - 1)  # the RW fallback (last), where no other option qualifies
+            opts, most, tw, dp = [priced[i][:4] for i in idx], [priced[i][5] for i in idx], -1, -1
+            for j, o in enumerate(opts):
+                if o[0] is TW:
+                    tw = j
+                elif o[0] is DP and dp < 0:
+                    dp = j
+            got = self._options[key] = (opts, most, tw, dp)
         return got
 
     def _torchrec_feasible(self, t: TableSpec, mu: float, allow_dp: bool,
                            ) -> tuple[list[Option], list[float], int, int]:
-        """`_feasible` with column-wise only in the blocks TorchRec's enumerator cuts (the references: its own
-        proposals), memoised beside it (the filter ran on every `choose`: 4,000 calls on random:1000:1/256)."""
-        key = (t.name, mu, allow_dp, "torchrec")
-        got = self._options.get(key)
-        if got is None:
-            opts, most, tw, dp = self._feasible(t, mu, allow_dp)
-            keep = [i for i, o in enumerate(opts) if o[0] != CW or o[1] == torchrec_column_pieces(t.dim)]
-            got = self._options[key] = ([opts[i] for i in keep], [most[i] for i in keep],
-                                        *(next((j for j, i in enumerate(keep) if i == x), -1) for x in (tw, dp)))
-        return got
+        """`_feasible` with column-wise only in the blocks TorchRec's enumerator cuts."""
+        return self._feasible(t, mu, allow_dp, True)
 
-    def _enumerate(self, t: TableSpec, mu: float, allow_dp: bool, fits) -> list[tuple]:  # noqa: ANN001
-        """The priced options (`_priced`) that qualify."""
-        out = [o for o in self._priced(t) if o[0] != RW and (allow_dp if o[0] == DP else mu > 0) and fits(o[4])]
+    def _mask(self, mu: float, allow_dp: bool, torchrec: bool) -> list[bool]:
+        """Which of every table's options (`_price_all`'s order) qualify, as `_feasible_reference` decides:
+        allowed (DP only with `allow_dp`, the others for μ > 0) and each tier's bytes of a piece ≤ μ of the
+        rank's usable bytes (the same products and comparisons), column-wise only in TorchRec's blocks with
+        `torchrec`; RW always on more than one rank (on one, `_feasible` adds it where nothing else qualifies);
+        memoised per argument."""
+        masks, key = self._batch["masks"], (mu, allow_dp, torchrec)
+        if key not in masks:
+            kind, mem = self._batch["kind"], self._batch["mem"]
+            limit = np.array([mu * u for u in self.usable.values()])
+            ok = (kind != GROUP[RW]) & np.where(kind == GROUP[DP], allow_dp, mu > 0) & (mem <= limit).all(axis=1)
+            if torchrec:
+                ok &= self._batch["trec_ok"]
+            if self.topo.world_size > 1:
+                ok |= kind == GROUP[RW]
+            masks[key] = ok.tolist()
+        return masks[key]
+
+    def _feasible_reference(self, t: TableSpec, mu: float, allow_dp: bool, torchrec: bool = False,
+                            ) -> tuple[list[Option], list[float], int, int]:
+        """`_feasible` one table at a time, unmemoised (the reference the batched path is checked against)."""
+        usable = self.usable
+        out = [o for o in self._priced_one(t) if o[0] != RW and (allow_dp if o[0] == DP else mu > 0)
+               and all(b <= mu * usable[k] for k, b in o[4].items())]
         if self.topo.world_size > 1 or not out:
-            out.append(self._priced(t)[-1])
-        return out
+            out.append(self._priced_one(t)[-1])
+        if torchrec:
+            out = [o for o in out if o[0] != CW or o[1] == torchrec_column_pieces(t.dim)]
+        tw = [i for i, o in enumerate(out) if (o[0], o[1]) == (TW, 1)]
+        dp = [i for i, o in enumerate(out) if o[0] == DP]
+        return [o[:4] for o in out], [o[5] for o in out], tw[-1] if tw else -1, dp[0] if dp else -1
 
     def _priced(self, t: TableSpec) -> list[tuple[ShardingType, int, np.ndarray, float, dict[str, float], float]]:
         """Every option of table t (DP first, when its tier is the fast one; RW last), priced once for all μ: as
-        `Option` plus the memory one piece needs and the larger summed work (the array's `max`). Each piece's
-        summary is s0 × (its unscaled sum of ours) and s1 × (TorchRec's), as `Resources.summary` computes it; the
-        unscaled sums are shared by every builder on the same shard prices (`_raw_options`), so the builders for
-        other scales redo only the products."""
-        if t.name in self._prices:
-            return self._prices[t.name]
+        `Option` plus the memory one piece needs and the larger summed work (the array's `max`); every table of
+        the workload at once on the first call (`_price_all`)."""
+        got = self._prices.get(t.name)
+        if got is None:
+            self._price_all()
+            got = self._prices.get(t.name)
+            if got is None:  # a table outside the workload
+                got = self._prices[t.name] = self._priced_one(t)
+        return got
+
+    def _price_all(self) -> None:
+        """`_priced_one` of every table of the workload, numpy over all their options (issue 16: one table at a
+        time, the first pricing took 6,000 `choose` calls and 30k shard look-ups on random:1000:1/256): the same
+        IEEE operations in the same order (an option has ≤ 3 distinct pieces; the missing ones add 0.0), so the
+        same floats (tests/sharding). Also keeps what `_mask` reads: each option's group, bytes of one piece per
+        tier (−inf where it has none), whether TorchRec's enumerator cuts it, and each table's span."""
+        batch, tables = self._batch, self.cost.workload.tables
+        if "span" in batch:
+            return
+        raws = self._raw_all(tables)
+        opts = [o for raw in raws for o in raw]
+        blocks = np.array([[*o[2], *((0.0, 0.0, 0),) * (3 - len(o[2]))] for o in opts], dtype=np.float64)
+        x, y, n = self.res.s0 * blocks[:, :, 0], self.res.s1 * blocks[:, :, 1], blocks[:, :, 2]
+        ours = (x[:, 0] * n[:, 0] + x[:, 1] * n[:, 1]) + x[:, 2] * n[:, 2]
+        trec = (y[:, 0] * n[:, 0] + y[:, 1] * n[:, 1]) + y[:, 2] * n[:, 2]
+        pad = np.arange(3)[None, :] >= np.array([len(o[2]) for o in opts])[:, None]
+        largest = np.where(pad, -np.inf, np.where(x >= y, x, y)).max(axis=1).tolist()
+        most = np.where(ours >= trec, ours, trec).tolist()
+        pairs = list(np.stack([ours, trec], axis=1))
+        tiers = list(self.usable)
+        span, trec_ok, i = {}, [], 0
+        for t, raw in zip(tables, raws, strict=True):
+            span[t.name] = (i, i + len(raw))
+            cut = torchrec_column_pieces(t.dim)
+            trec_ok += [o[0] != CW or o[1] == cut for o in raw]
+            self._prices[t.name] = [(o[0], o[1], pairs[j], largest[j], o[3], most[j]) for j, o in
+                                    enumerate(raw, i)]
+            i += len(raw)
+        batch.update(span=span, masks={},
+                     kind=np.array([GROUP[o[0]] for o in opts], dtype=np.int64),
+                     trec_ok=np.array(trec_ok, dtype=bool),
+                     mem=np.array([o[3].get(x, -np.inf) for o in opts for x in tiers],
+                                  dtype=np.float64).reshape(len(opts), len(tiers)))
+
+    def _priced_one(self, t: TableSpec) -> list[tuple[ShardingType, int, np.ndarray, float, dict[str, float],
+                                                      float]]:
+        """`_priced` of table t alone (the reference `_price_all` is checked against). Each piece's summary is
+        s0 × (its unscaled sum of ours) and s1 × (TorchRec's), as `Resources.summary` computes it; the unscaled
+        sums are shared by every builder on the same shard prices (`_raw_options`), so the builders for other
+        scales redo only the products."""
         s0, s1 = self.res.s0, self.res.s1
         out: list[tuple[ShardingType, int, np.ndarray, float, dict[str, float], float]] = []
         for st, k, blocks, mem in self._raw_options(t):
@@ -145,8 +220,46 @@ class Builder:
                 m = x if x >= y else y
                 largest = m if largest is None or m > largest else largest
             out.append((st, k, np.array([ours, trec]), float(largest), mem, float(ours if ours >= trec else trec)))
-        self._prices[t.name] = out
         return out
+
+    def _option_shards(self, t: TableSpec) -> list[tuple[ShardingType, int, list[tuple[int, int, int]]]]:
+        """Every option of table t as (type, pieces, [(rows, cols, count)] of its distinct pieces)."""
+        topo, w, h = self.topo, self.topo.world_size, min(self.topo.ranks_per_host, self.topo.world_size)
+        out: list = []
+        if self.tiers[t.name][0] == topo.fast.name:  # one rank too: a lone replica (DDP) is valid
+            out.append((DP, w, [(t.rows, t.dim, w)]))  # a replica on every rank (`pack` drops those that overfill)
+        for k in [1] + [k for k in column_splits(t.dim) if k <= w]:
+            out.append((TW if k == 1 else CW, k, [(t.rows, t.dim // k, k)]))
+        if h > 1 and topo.num_hosts > 1:
+            out.append((TWRW, h, [(r, t.dim, k) for r, k in row_sizes(t.rows, h)]))
+        out.append((RW, w, [(r, t.dim, k) for r, k in row_sizes(t.rows, w)]))
+        return out
+
+    def _raw_all(self, tables: list[TableSpec]) -> list[list]:
+        """`_raw_options` of many tables, the missing ones' shards priced in one pass (`Resources.shard_many`)
+        and each shard's unscaled sum of ours as `pairwise_sum` gives it (`row_sums`)."""
+        raw, todo = self.res.raw_options, {}
+        for t in tables:
+            key = (t.name, *self.tiers[t.name])
+            if key not in raw and key not in todo:
+                todo[key] = (t, self._option_shards(t))
+        if todo:
+            keys = [(t, st, r, c, *self.tiers[t.name]) for t, opts in todo.values() for st, _, pieces in opts
+                    for r, c, _ in pieces]
+            got = self.res.shard_many(keys)
+            vecs = np.array([v for v, _ in got])
+            ours = row_sums(vecs[:, :-1])
+            if self.res.by_mean:
+                ours = ours + np.array([self.res.spread(*k) for k in keys])
+            a, b, i = ours.tolist(), vecs[:, -1].tolist(), 0
+            for key, (_, opts) in todo.items():
+                out = []
+                for st, k, pieces in opts:
+                    out.append((st, k, [(a[j], b[j], n) for j, (_, _, n) in enumerate(pieces, i)],
+                                {} if st == RW else got[i][1]))
+                    i += len(pieces)
+                raw[key] = out
+        return [raw[(t.name, *self.tiers[t.name])] for t in tables]
 
     def _raw_options(self, t: TableSpec) -> list[tuple[ShardingType, int, list[tuple[float, float, int]],
                                                         dict[str, float]]]:
@@ -221,7 +334,7 @@ class Builder:
             return pick[0], pick[1]
         if least_work:
             ok = [i for i, o in enumerate(opts) if o[3] <= limit]
-            pick = opts[min(ok, key=most.__getitem__)] if ok else min(opts, key=lambda o: o[3])
+            pick = opts[min(ok, key=most.__getitem__)] if ok else min(opts, key=_PIECE)
             return pick[0], pick[1]
         if dp >= 0 and tw >= 0 and most[dp] < most[tw]:  # by J's measure: the larger
             return DP, opts[dp][1]

@@ -92,6 +92,43 @@ class Resources:
             got = self._memo[key] = (np.array(v), self.cost.shard_memory(t, st, rows, cols, tier, cf))
         return got
 
+    def shard_many(self, keys: list[tuple[TableSpec, ShardingType, int, int, str, float]],
+                   ) -> list[tuple[np.ndarray, dict[str, float]]]:
+        """`shard` of many shards (t, type, rows, cols, tier, cache fraction), in order: the two models' memos of
+        the missing ones filled at once first (their `price_many`: the same floats as their one-shard prices),
+        then each missing vector built as `shard` builds it, all of them rows of one array (issue 16: the first
+        pricing of every table's options was 30k `shard` calls on random:1000:1/256; nothing writes into a
+        shard's vector). `spread` reads the memo as it is."""
+        memo = self._memo
+        names = [(t.name, st, rows, cols, tier, cf) for t, st, rows, cols, tier, cf in keys]
+        todo = {key: k for key, k in zip(names, keys, strict=True) if key not in memo}
+        if todo:
+            args = list(todo.values())
+            self.cost.price_many(args)
+            self.trec.price_many(args)
+            cost, trec, pad = self.cost, self.trec, [0.0] * (self.K - 4)
+            slot: dict[tuple, int] = {}  # a message's row of the vector; −1: priced by the mean (`spread`)
+            vecs, mems = [], []
+            for key, (t, st, rows, cols, tier, cf) in zip(todo, args, strict=True):
+                c = cost.shard_cost(t, st, rows, cols, tier, cf)
+                v = [c.fwd_compute, c.bwd_compute, c.optimizer, *pad, 0.0]  # as `shard`: the same float sums
+                spread = 0.0
+                for p, op, secs in cost.message_times(t, st, rows, cols):
+                    i = slot.get((st, p, op))
+                    if i is None:
+                        i = slot[(st, p, op)] = -1 if cost.prices_by_mean(op) else self.index[(st, p, op)]
+                    if i < 0:
+                        spread += secs
+                    else:
+                        v[i] += secs
+                v[-1] = trec.shard_cost(t, st, rows, cols, tier, cf).total
+                self._spread[key] = spread
+                vecs.append(v)
+                mems.append(cost.shard_memory(t, st, rows, cols, tier, cf))
+            for key, v, m in zip(todo, np.array(vecs, dtype=np.float64), mems, strict=True):
+                memo[key] = (v, m)
+        return [memo[key] for key in names]
+
     def spread(self, t: TableSpec, st: ShardingType, rows: int, cols: int, tier: str, cf: float) -> float:
         """Seconds of the shard's all-to-all messages where the step pays an all-to-all's mean over ranks
         (`CostModel.collective_price` on CPU ranks, issue 19), 0 elsewhere. They are not rows of L: the mean is

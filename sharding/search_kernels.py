@@ -18,7 +18,7 @@ import numba
 import numpy as np
 from numba import njit
 
-__all__ = ["summary", "top3", "try_rank", "place_best", "place_all", "place_groups", "put_blocks", "place_cut", "host_scores", "place_scores", "move_scores", "swap_scores", "pairwise_sum"]
+__all__ = ["summary", "top3", "try_rank", "place_best", "place_all", "place_groups", "put_blocks", "place_cut", "host_scores", "place_scores", "move_scores", "swap_scores", "pairwise_sum", "row_sums"]
 
 _TOL = 1e-12
 _ROOM = 1 + 1e-12  # as `Bins.fits`: a tier fits up to its capacity × (1 + 1e-12)
@@ -50,6 +50,15 @@ def pairwise_sum(x: np.ndarray) -> float:
         res += x[i]
         i += 1
     return res
+
+
+@njit(cache=True)
+def row_sums(x: np.ndarray) -> np.ndarray:
+    """`pairwise_sum` of each row of a two-dimensional array (many shard vectors at once)."""
+    out = np.empty(x.shape[0])
+    for i in range(x.shape[0]):
+        out[i] = pairwise_sum(x[i])
+    return out
 
 
 @njit(cache=True, inline="always")

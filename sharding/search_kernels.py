@@ -533,3 +533,4 @@ place_all.compile((*_LOADS, _I, _I, _I, _F2, _F2, _F2, numba.float64[::1], _I, n
 put_blocks.compile((_F2, _I2, _F2, _F2, _I, _I, _I, _B, _F2, _F2))
 place_groups.compile((_F2, _I2, _F2, _F, _F, _F, numba.int64, numba.float64[:, :, ::1], numba.float64[:, :, ::1], _F2,
                       numba.float64[::1], _I))
+row_sums.compile((numba.float64[:, :],))  # the batched option pricing's shard sums (pack.Builder._price_all)

@@ -589,7 +589,9 @@ def _unreplicate(state: Loads, pieces: list[Piece], layout: Layout, tables: dict
     w = state.L.shape[1]
     dp = [n for n, (st, _) in layout.items() if st == DP]
     rep = {n: shard(tables[n], DP, tables[n].rows, tables[n].dim) for n in dp}
-    dp.sort(key=lambda n: -float((rep[n][0] * state.res.weight).sum()))
+    if dp:  # largest replica first: each row summed as numpy sums one vector, the sort stable
+        key = (-(np.array([rep[n][0] for n in dp]) * state.res.weight).sum(axis=1)).tolist()
+        dp = [dp[i] for i in sorted(range(len(dp)), key=key.__getitem__)]
     _refresh_const(state)
     res, topo, tiers = state.res, state.topology, state.tiers
     h = min(topo.ranks_per_host, w)

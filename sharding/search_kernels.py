@@ -580,5 +580,7 @@ top3.compile((_F2,))
 try_rank.compile((*_LOADS, _I2, _F2, numba.int64, _I, _I, _F2, _I, _I, _B, _F2, _F2, numba.float64[::1], _F, _F))
 place_best.compile((*_LOADS, numba.int64, numba.float64[::1], _B))
 host_scores.compile((_F2, _I2, _F2, _F, _F, _F, numba.int64, _F2, _F2, _F2, numba.float64[::1]))
+search.compile((*_LOADS, _I, _F2, numba.float64[::1], _I, _I, _B, _F2, _F2, numba.float64[::1], numba.int64,
+                numba.int64, numba.int64))
 place_cut.compile((*_LOADS, _F, _F, numba.int64, numba.float64[::1], numba.float64[::1], _F2, numba.float64[::1],
                    numba.int64, _F))

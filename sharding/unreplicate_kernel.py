@@ -12,10 +12,11 @@ the same sets of groups. tests/sharding/test_pack_fast_paths.py checks the packi
 """
 from __future__ import annotations
 
+import numba
 import numpy as np
 from numba import njit
 
-from sharding.search_kernels import _better, _fits, _objective, _put, host_scores, place_best
+from sharding.search_kernels import _F, _F2, _LOADS, _better, _fits, _objective, _put, host_scores, place_best
 
 __all__ = ["unreplicate_trial"]
 
@@ -81,3 +82,8 @@ def unreplicate_trial(L, count, hold, weight, w0, w1, used, cap, const, gdp, v, 
     if code < 0 or not _better(bj, bs, 0.0, j0, s0):
         return -1, -1
     return code, where
+
+
+_V, _G = numba.float64[::1], numba.int64  # compiled at import, as `search_kernels`' kernels (numba's disk cache)
+unreplicate_trial.compile((_F2, _LOADS[1], _F2, _V, _F, _F, _F2, _V, _F, _G, _V, _V, _F, _G, _F2, _F2, _F, _G, _V, _V,
+                           _F, _F))

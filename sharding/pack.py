@@ -31,6 +31,7 @@ from sharding.lns import loads_of
 from sharding.plan import ShardingPlan, ShardingType
 from sharding.search import _TOL, GROUP, HOT_RANKS, STYPES, Loads, Piece, Resources, local_search
 from sharding.search_kernels import better, pairwise_sum, place_all, place_cut, place_groups, put_blocks, row_sums
+from sharding.unreplicate_kernel import unreplicate_trial
 
 __all__ = ["Builder", "NoFit", "repolish", "retype", "copy_placed", "Option", "RETYPE_ROUNDS"]
 
@@ -695,7 +696,60 @@ def _unreplicate(state: Loads, pieces: list[Piece], layout: Layout, tables: dict
     """A data-parallel table's replicas load every rank, the hottest too, while a sharded table can sit where
     there is room. The data-parallel tables, largest replica first (at most `trials` of them), are tried sharded
     instead (one table-wise piece on its best rank, or table-row-wise on its best host), each change kept if it alone
-    improves (J, secondary). Returns the pieces, a new list if some table changed."""
+    improves (J, secondary). Returns the pieces, a new list if some table changed. Each trial is one compiled call
+    on copies of the loads (`unreplicate_kernel.unreplicate_trial`; `_unreplicate_reference` is its numpy form,
+    the same changes); the fixed costs it needs are computed here, from the sets of groups the numpy form builds."""
+    w = state.L.shape[1]
+    dp = [n for n, (st, _) in layout.items() if st == DP]
+    rep = {n: shard(tables[n], DP, tables[n].rows, tables[n].dim) for n in dp}
+    if dp:  # largest replica first: each row summed as numpy sums one vector, the sort stable
+        key = (-(np.array([rep[n][0] for n in dp]) * state.res.weight).sum(axis=1)).tolist()
+        dp = [dp[i] for i in sorted(range(len(dp)), key=key.__getitem__)]
+    _refresh_const(state)
+    res, topo, tiers = state.res, state.topology, state.tiers
+    h = min(topo.ranks_per_host, w)
+    rowwise = h > 1 and topo.num_hosts > 1
+    cap = np.array([state.cap[x] for x in tiers], dtype=np.float64)
+    gdp, gtw, gtwrw = GROUP[DP], GROUP[TW], GROUP[TWRW]
+    no_vecs, no_mems = np.zeros((0, res.K)), np.zeros((0, len(tiers)))
+    sums = state.count.sum(axis=1).tolist()  # holders per group: which groups are present (`_refresh_const`)
+
+    def const(idx: list[int], sp: float) -> float:  # `Loads.const_with` of the set `_refresh_const` builds
+        return res.const({STYPES[g] for g in idx}) + (sp + 0.0) / w
+
+    for name in dp[:trials]:
+        t, (v, m) = tables[name], rep[name]
+        off = [g for g, c in enumerate(sums) if c - (w if g == gdp else 0) > 0]  # groups present, replicas off
+        sp_off = state.spread - spread(t, DP, w)
+        c_off = const(off, sp_off)
+        tr_vecs, tr_mems, c_twrw = no_vecs, no_mems, 0.0
+        if rowwise:
+            shards = [shard(t, TWRW, b - a, t.dim) for a, b in row_ranges(t.rows, h)]
+            tr_vecs = np.array([x for x, _ in shards])
+            tr_mems = np.array([[y.get(x, 0.0) for x in tiers] for _, y in shards])
+            c_twrw = res.const({STYPES[g] for g in off} | {TWRW}) + (sp_off + spread(t, TWRW, h)) / w
+        tv, tm = shard(t, TW, t.rows, t.dim)
+        sp_tw = spread(t, TW, 1)
+        code, where = unreplicate_trial(
+            state.L, state.count, res.hold, res.weight, res.s0, res.s1, np.stack([state.used[x] for x in tiers]),
+            cap, state.const, gdp, v, np.array([m.get(x, 0.0) for x in tiers]), c_off, gtwrw, tr_vecs, tr_mems,
+            c_twrw, gtw, tv, np.array([tm.get(x, 0.0) for x in tiers]), c_off + sp_tw / w,
+            const(sorted({*off, gtw}), sp_off + sp_tw))
+        if code < 0:
+            continue
+        state.take_ranks(slice(0, w), DP, v, m)  # the change the trial found, applied as the numpy form applies it
+        state.spread -= spread(t, DP, w)
+        st, ranks = (TWRW, list(range(where * h, where * h + h))) if code == 0 else (TW, [where])
+        _apply(state, shard, t, st, ranks, spread(t, st, len(ranks)))
+        layout[name] = (st, [] if st in (TW, CW) else ranks)
+        pieces = pieces + ([Piece(t.name, TW, tv, tm, where)] if st == TW else [])  # a new list: `finish` reads it
+        sums = state.count.sum(axis=1).tolist()
+    return pieces
+
+
+def _unreplicate_reference(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, TableSpec],
+                           shard: Shard, trials: int, spread: Spread) -> list[Piece]:
+    """`_unreplicate` in numpy, trial by trial on the loads themselves (tests check the two agree)."""
     w = state.L.shape[1]
     dp = [n for n, (st, _) in layout.items() if st == DP]
     rep = {n: shard(tables[n], DP, tables[n].rows, tables[n].dim) for n in dp}

@@ -22,7 +22,7 @@ from embedding.spec import TableSpec
 from sharding.cost import COLLECTIVE_CALLS, CostModel
 from sharding.packing import Bins
 from sharding.plan import ShardingType, TablePlan
-from sharding.search_kernels import host_scores, place_best, summary, top3, try_rank
+from sharding.search_kernels import host_scores, place_best, search, summary, top3, try_rank
 from sharding.trec_cost import TorchRecCostModel
 
 __all__ = ["Resources", "Piece", "Loads", "local_search"]
@@ -349,9 +349,35 @@ def best_of(j: np.ndarray, s: np.ndarray, q: np.ndarray, ok: np.ndarray) -> int:
 def local_search(state: Loads, pieces: list[Piece], max_iters: int) -> int:
     """Moves, then swaps, of pieces on the ranks that hold some row's maximum, first improvement of
     (J, secondary, Σ L²); a table's column blocks stay on distinct ranks. Returns the iterations used.
-    `max_iters` ends it (counted work, not the clock: the same plan on any machine). Each hot rank's tries run in
-    one compiled call (`search_kernels.try_rank`, the numpy methods' arithmetic); which ranks are hot and the order
-    of their pieces are chosen here with numpy, whose tie-breaking the kernels do not reproduce."""
+    `max_iters` ends it (counted work, not the clock: the same plan on any machine). The loop is one compiled call
+    (`search_kernels.search`: per iteration the hot ranks, their largest pieces, and `try_rank`'s moves and swaps);
+    `local_search_reference` is the same loop in Python, the hot ranks and their pieces ordered with numpy."""
+    if not pieces or state.L.shape[1] < 2:
+        return 0
+    res = state.res
+    ranks = np.array([p.rank for p in pieces], dtype=np.int64)
+    vecs = np.array([p.vec for p in pieces])
+    groups = np.array([GROUP[p.st] for p in pieces], dtype=np.int64)
+    ids: dict[str, int] = {}
+    tables = np.array([ids.setdefault(p.table, len(ids)) for p in pieces], dtype=np.int64)
+    size = (vecs * res.weight).sum(axis=1)
+    multi = np.bincount(tables) > 1
+    tiers = {t: i for i, t in enumerate(state.tiers)}
+    mems = np.array([[p.mem[t] if t in p.mem else 0.0 for t in state.tiers] for p in pieces], dtype=np.float64)
+    used = np.stack([state.used[t] for t in state.tiers])
+    cap = np.array([state.cap[t] for t in state.tiers], dtype=np.float64)
+    it = search(state.L, state.count, res.hold, res.weight, res.s0, res.s1, state.const, ranks, vecs, size, groups,
+                tables, multi, mems, used, cap, max_iters, HOT_RANKS, TRY_PIECES)
+    for t, i in tiers.items():
+        state.used[t][:] = used[i]
+    for p, r in zip(pieces, ranks.tolist(), strict=True):
+        p.rank = r
+    return it
+
+
+def local_search_reference(state: Loads, pieces: list[Piece], max_iters: int) -> int:
+    """`local_search` with its loop in Python, hot ranks and their pieces ordered with numpy and `list.sort`
+    (tests check the two agree, plan for plan)."""
     if not pieces or state.L.shape[1] < 2:
         return 0
     res = state.res

@@ -516,6 +516,69 @@ def top3(L: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return idx, vals
 
 
+@njit(cache=True)
+def search(L, count, hold, weight, w0, w1, const, ranks, vecs, size, groups, tables, multi, mems, used, cap,  # noqa: ANN001
+           max_iters, hot_ranks, try_pieces) -> int:
+    """`search.local_search`'s loop: per iteration, the objective, the ranks holding some row's maximum (row
+    order, each once) by decreasing weighted load (a stable sort: `list.sort`), and on the first `hot_ranks` of
+    them their `try_pieces` largest pieces (by `size`, a stable sort as `np.argsort(kind="stable")`) tried by
+    `try_rank` until one move or swap is applied. Returns the iterations used (`max_iters` if none was left)."""
+    K, W = L.shape
+    P = ranks.shape[0]
+    tmp = np.empty(K)
+    for n in range(max_iters):
+        j0, s0 = _objective(L, w0, w1, const)
+        topi, topv = top3(L)
+        hot = np.empty(K, dtype=np.int64)
+        key = np.empty(K)
+        m = 0
+        for k in range(K):  # `dict.fromkeys` of the rows' top ranks where the row's maximum is positive
+            r = topi[k, 0]
+            if topv[k, 0] > 0 and r >= 0:
+                seen = False
+                for x in range(m):
+                    seen = seen or hot[x] == r
+                if not seen:
+                    for x in range(K):
+                        tmp[x] = L[x, r] * weight[x]
+                    v = -pairwise_sum(tmp)  # `-float((L[:, r] * weight).sum())`
+                    p = m  # insertion: after every key ≤ v (stable)
+                    while p > 0 and key[p - 1] > v:
+                        hot[p], key[p] = hot[p - 1], key[p - 1]
+                        p -= 1
+                    hot[p], key[p] = r, v
+                    m += 1
+        moved = False
+        for h in range(min(m, hot_ranks)):
+            a = hot[h]
+            on_a = np.empty(P, dtype=np.int64)
+            c = 0
+            for i in range(P):  # pieces on rank a, ascending; then by decreasing size, stable
+                if ranks[i] == a:
+                    p = c
+                    while p > 0 and -size[on_a[p - 1]] > -size[i]:
+                        on_a[p] = on_a[p - 1]
+                        p -= 1
+                    on_a[p] = i
+                    c += 1
+            if try_rank(L, count, hold, weight, w0, w1, const, topi, topv, a, on_a[:min(c, try_pieces)], ranks,
+                        vecs, groups, tables, multi, mems, used, cap, j0, s0):
+                moved = True
+                break
+        if not moved:
+            return n
+    return max_iters
+
+
+@njit(cache=True)
+def _objective(L: np.ndarray, w0: float, w1: float, const: float) -> tuple[float, float]:
+    """`Loads.objective` of loads L with fixed cost `const`."""
+    top = np.empty(L.shape[0])
+    for k in range(L.shape[0]):
+        top[k] = L[k].max()
+    return _score(top, w0, w1, const, True)
+
+
 # Compiled at import, as `sharding.anneal`'s kernel: loaded from numba's disk cache (written once per checkout, or
 # to numba's user-wide cache where the checkout is read-only), so the first plan of a process does not wait.
 _F, _F2, _I, _I2, _B = (numba.float64, numba.float64[:, ::1], numba.int64[::1], numba.int64[:, ::1],
@@ -526,6 +589,8 @@ top3.compile((_F2,))
 try_rank.compile((*_LOADS, _I2, _F2, numba.int64, _I, _I, _F2, _I, _I, _B, _F2, _F2, numba.float64[::1], _F, _F))
 place_best.compile((*_LOADS, numba.int64, numba.float64[::1], _B))
 host_scores.compile((_F2, _I2, _F2, _F, _F, _F, numba.int64, _F2, _F2, _F2, numba.float64[::1]))
+search.compile((*_LOADS, _I, _F2, numba.float64[::1], _I, _I, _B, _F2, _F2, numba.float64[::1], numba.int64,
+                numba.int64, numba.int64))
 place_cut.compile((*_LOADS, _F, _F, numba.int64, numba.float64[::1], numba.float64[::1], _F2, numba.float64[::1],
                    numba.int64, _F))
 pairwise_sum.compile((numba.float64[::1],))  # these four were compiled at their first call: 0.23 s of the first

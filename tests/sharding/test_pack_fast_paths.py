@@ -165,3 +165,58 @@ def test_baselines_on_a_shared_model_are_the_plans_on_their_own() -> None:
                 continue
             assert _plan_json(fn(wl, topo, cost=shared)) == want
             assert _plan_json(fn(wl, topo, cost=other)) == want
+
+
+def _placed_states(seeds: tuple[int, ...]):  # noqa: ANN202
+    """(builder, a fresh copy of a placed state) of some family instances' packings: two scales, three settings each."""
+    from sharding.pack import copy_placed
+    for seed in seeds:
+        inst = instance(seed)
+        topo = inst.topology.reserve_inputs(inst.workload.ids_per_batch)
+        cost, trec = CostModel(inst.workload, topo), TorchRecCostModel(inst.workload, topo)
+        tiers = assign_tiers(cost)
+        for scale in ((1e-3, 1e-3), (1e6, 1e-3)):
+            b = Builder(Resources(cost, trec, scale), tiers, 0)
+            for args in ((0.5, 1.0, True, False, True), (0.0, 1.0, True, True, False), (1.0, 1.0, False, False, False)):
+                try:
+                    placed = b.placed(*args)
+                except Exception:  # noqa: BLE001  (`NoFit`: this setting packs nothing to compare)
+                    continue
+                yield b, lambda placed=placed: copy_placed(*placed)
+
+
+def _same_loads(a, r) -> bool:  # noqa: ANN001
+    return np.array_equal(a.L, r.L) and np.array_equal(a.count, r.count) and a.const == r.const and \
+        a.spread == r.spread and all(np.array_equal(a.used[t], r.used[t]) for t in r.used)
+
+
+def test_compiled_unreplicate_makes_the_changes_of_the_numpy_one() -> None:
+    """`_unreplicate` (one compiled trial per table) and `_unreplicate_reference` (numpy on the loads): the same
+    loads, fixed cost, layout and pieces, bit for bit, on packings where replicas are sharded again."""
+    import sharding.pack as pack
+    changed = 0
+    for b, fresh in _placed_states((2, 7, 14, 34)):
+        (sa, pa, la), (sr, pr, lr) = fresh(), fresh()
+        pack.local_search(sa, pa, 50)
+        pack.local_search(sr, pr, 50)
+        got = pack._unreplicate(sa, pa, la, b.cost.tables, b.shard, 72, b.spread)
+        want = pack._unreplicate_reference(sr, pr, lr, b.cost.tables, b.shard, 72, b.spread)
+        assert _same_loads(sa, sr) and la == lr and (got is pa) == (want is pr)
+        assert [(p.table, p.st, p.rank) for p in got] == [(p.table, p.st, p.rank) for p in want]
+        changed += fresh()[2] != lr
+    assert changed > 0  # some table left data-parallel, so the trials' acceptances are compared too
+
+
+def test_compiled_local_search_moves_as_the_python_loop() -> None:
+    """`local_search` (its loop one compiled call) and `local_search_reference`: the same iterations, loads and
+    ranks, bit for bit, with a short and a long budget."""
+    from sharding.search import local_search, local_search_reference
+    moved = 0
+    for _, fresh in _placed_states((2, 7, 14, 34)):
+        for iters in (3, 2000):
+            (sa, pa, _), (sr, pr, _) = fresh(), fresh()
+            n = local_search(sa, pa, iters)
+            assert n == local_search_reference(sr, pr, iters)
+            assert _same_loads(sa, sr) and [p.rank for p in pa] == [p.rank for p in pr]
+            moved += n > 0
+    assert moved > 0

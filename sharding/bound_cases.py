@@ -1,10 +1,11 @@
 """What keeping a hot table whole costs at least, and the lower bound split into those cases.
 
-`sharding.bound_cut` writes out one rank: the one holding the hottest table if that table is table-wise. A plan
+`sharding.bound_cut` writes out one rank: the one holding the hottest table if that table is whole (TW, or CW / RW
+in one block: `bound_cut.whole_options`). A plan
 can avoid that rank's load by splitting the table, and then the next hottest table decides. Splitting on the
 hottest tables' choice makes that exact, one table at a time:
-  case i:  h_1 … h_{i−1} are not table-wise, h_i is  →  the cut MILP with x_{h_i,TW} = 1 (h_i's rank written out)
-  leaf:    none of h_1 … h_depth is table-wise     →  the cut MILP with those options closed
+  case i:  h_1 … h_{i−1} are cut, h_i is whole  →  the cut MILP with h_i's other options closed (its rank written out)
+  leaf:    none of h_1 … h_depth is whole      →  the cut MILP with their whole options closed
 Every plan falls in exactly one case, so the least case value is a lower bound on every plan's step
 (`case_split_bound`), never below the plain cut, whose MILP is the union of the cases. A case's own value is a
 bound on every plan that keeps its table whole (`whole_table_bounds`), whatever else it does: it says what that
@@ -22,7 +23,7 @@ import copy
 
 import numpy as np
 
-from sharding.bound_cut import NODE_LIMIT, hot_rank_cut
+from sharding.bound_cut import NODE_LIMIT, hot_rank_cut, whole_options
 from sharding.bounds import _build, _option_shards, _Relax, _tier_penalty
 from sharding.cost import CostModel
 from sharding.plan import ShardingPlan, ShardingType
@@ -40,14 +41,13 @@ def _hottest_open(r: _Relax) -> int | None:
     return int(tw[np.argmax(r.T[tw, 0] + r.T[tw, 1])]) if len(tw) else None
 
 
-def _with_bound(r: _Relax, opt: int, lo: float | None = None, hi: float | None = None) -> _Relax:
+def _kept_whole(r: _Relax, opt: int, whole: bool) -> _Relax:
+    """`r` with table-wise option `opt`'s table kept whole on one rank (its options that cut it closed:
+    `bound_cut.whole_options`; TW, CW in one block, RW in one block stay open), or (`whole` False) cut."""
     out = copy.copy(r)
-    if lo is not None:
-        out.lo = r.lo.copy()
-        out.lo[opt] = lo
-    if hi is not None:
-        out.hi = r.hi.copy()
-        out.hi[opt] = hi
+    out.hi = r.hi.copy()
+    mine = np.flatnonzero(r.ot[:r.n_x] == r.ot[opt])
+    out.hi[mine[whole_options(r)[mine] != whole]] = 0.0
     return out
 
 
@@ -61,7 +61,8 @@ def hot_tables(cost: CostModel, n: int) -> list[str]:
 
 def whole_table_bounds(cost: CostModel, tables: list[str], node_limit: int = NODE_LIMIT,
                        cut: float | None = None) -> dict[str, float]:
-    """Per table: a lower bound (s) on the step of every plan that keeps it table-wise (whole on one rank): its
+    """Per table: a lower bound (s) on the step of every plan that keeps it whole on one rank (TW, CW or RW in one
+    block): its
     case's value, or the plain cut's where that is higher (it bounds every plan; `cut`: its value if known,
     `LowerBound.cut`, else computed here)."""
     r = _relax(cost)
@@ -74,7 +75,7 @@ def whole_table_bounds(cost: CostModel, tables: list[str], node_limit: int = NOD
         if name not in index:
             raise KeyError(f"table {name!r} is not in the workload")
         opt = int(np.flatnonzero((r.ot == index[name]) & (r.og == tw))[0])
-        out[name] = max(base, hot_rank_cut(_with_bound(r, opt, lo=1.0), w, node_limit))
+        out[name] = max(base, hot_rank_cut(_kept_whole(r, opt, True), w, node_limit))
     return out
 
 
@@ -89,9 +90,9 @@ def case_split_bound(cost: CostModel, depth: int, node_limit: int = NODE_LIMIT,
         opt = _hottest_open(r)
         if opt is None:
             break
-        cases.append((cost.workload.tables[int(r.ot[opt])].name, hot_rank_cut(_with_bound(r, opt, lo=1.0), w,
+        cases.append((cost.workload.tables[int(r.ot[opt])].name, hot_rank_cut(_kept_whole(r, opt, True), w,
                                                                                 node_limit)))
-        r = _with_bound(r, opt, hi=0.0)
+        r = _kept_whole(r, opt, False)
     leaf = hot_rank_cut(r, w, node_limit)
     return min([leaf, *(v for _, v in cases)]), cases, leaf
 

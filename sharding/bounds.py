@@ -153,7 +153,9 @@ def _option_shards(cost: CostModel, t) -> list[tuple[ShardingType, list[tuple[in
     topo = cost.topology
     w, h = topo.world_size, min(topo.ranks_per_host, topo.world_size)
     out = [(TW, [(t.rows, t.dim, 1)])]
-    out += [(CW, [(t.rows, t.dim // k, k)]) for k in _column_splits(t.dim) if k <= w]
+    # one column block too: `validate_plan` accepts a lone CW shard, which prices as TW but joins CW's group, so
+    # a plan of CW tables only pays one group's collectives (issue 16: two valid plans fell below the bound)
+    out += [(CW, [(t.rows, t.dim // k, k)]) for k in (1, *_column_splits(t.dim)) if k <= w]
     out += [(RW, [(r, t.dim, k) for r, k in row_sizes(t.rows, w)]),
             (TWRW, [(r, t.dim, k) for r, k in row_sizes(t.rows, h)])]
     out.append((DP, [(t.rows, t.dim, w)]))  # on one rank too: a lone replica is a valid plan

@@ -98,11 +98,14 @@ def test_cut_stays_below_random_mixed_and_optimised_plans(ts, topo, pooling, mod
 
 
 def test_cut_lifts_the_random100_bound() -> None:
+    """+4.5% when written, but part of that lift excluded valid plans: keeping the hottest table whole forced
+    TW's collectives besides CW's, and a CW table in one block (issue 16) is whole inside CW's group. With that
+    option the cut is 0.572 ms over the relaxation's 0.570 (main's: 0.603 over 0.577)."""
     from sharding import load_topology
     from sharding.tablesets import load_tables
     cost = CostModel(PlanWorkload(load_tables("random:100:1"), 512, "train"), load_topology("dgx_h100_x2", 16))
     lb = lower_bound(cost)
-    assert lb.cut > lb.relaxation * 1.03  # 1.045 when written: the hottest table whole on one rank
+    assert lb.cut > lb.relaxation * 1.002  # 1.0032 with one-block CW: the hottest table whole on one rank
 
 
 def test_step_overhead_is_in_the_cut() -> None:

@@ -113,11 +113,12 @@ def test_default_plan_is_no_worse_on_both_models_than_torchrecs_search_on_family
     re-stated search gives TorchRec's plan's ratings on both)."""
     from sharding import optimize
     from sharding.family import instance
+    from sharding.optimizer import TREC_SEARCH_WORK
     inst = instance(seed)
     rt = inst.topology.reserve_inputs(inst.workload.ids_per_batch)
     cost, trec = CostModel(inst.workload, rt), TorchRecCostModel(inst.workload, rt)
     space, capacity, local = model_space(cost, trec)
-    theirs = to_plan(search(space, capacity, local, 30_000), rt)
+    theirs = to_plan(search(space, capacity, local, TREC_SEARCH_WORK), rt)
     ours = optimize(inst.workload, inst.topology)
     validate_plan(ours, inst.workload, inst.topology)
     tol = 1 + 1e-9

@@ -9,7 +9,7 @@ from embedding.cache.mrc import lru_mrc, miss_rate_at
 from embedding.generate import generate_batches
 from embedding.spec import AccessSpec, PoolingSpec, TableSpec, WorkloadSpec
 from sharding import BASELINES, CostModel, PlanError, PlanWorkload, lower_bound, optimize, validate_plan
-from sharding.optimizer import REF_TAGS, TREC_TIE, OptimizeStats, moves_count
+from sharding.optimizer import REF_TAGS, SEARCH_TAG, TREC_TIE, OptimizeStats, moves_count
 from sharding.torchrec_adapter import torchrec_estimate
 from sharding.trec_cost import TorchRecCostModel
 from tests.sharding.conftest import tables, topologies, topology
@@ -63,6 +63,11 @@ def _check_final_pick(stats: OptimizeStats, ours_s: float, trec_s: float) -> Non
     made = [(lab, a, b) for lab, a, b in stats.candidates if " + " not in lab]  # before the pick
     refs = [(a, b) for lab, a, b in made if lab in BASELINES]
     good = [(lab, a, b) for lab, a, b in made if all(a <= x * tol and b <= y * tol for x, y in refs)]
+    if bound := [(a, b) for lab, a, b in made if lab == SEARCH_TAG]:  # TorchRec's search re-stated replaced the
+        sa, sb = bound[0]  # pick (`_bounded`): no worse than it on both, least by ours among those that are
+        assert ours_s <= sa * tol and trec_s <= sb * tol
+        assert ours_s <= min(a for _, a, b in good if a <= sa * tol and b <= sb * tol) * tol
+        return
     placed = [(a, b) for lab, a, b in made if REF_TAGS[3] in lab]
     reference = [(b, a) for lab, a, b in good if any(tag in lab for tag in REF_TAGS)
                  and (REF_TAGS[1] not in lab or not placed or moves_count((a, b), placed[0]))]

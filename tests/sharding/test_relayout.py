@@ -122,7 +122,8 @@ def test_optimize_polishes_a_greedy_pick_and_never_a_packing() -> None:
     from sharding import optimize
     from sharding.family import instance
     from sharding.optimizer import OptimizeStats
-    for seed, polished in ((25, True), (30, False)):  # f25's pick is a polished greedy plan, f30's a packing
+    for seed, polished in ((77, True), (30, False)):  # f77's pick is a polished greedy plan, f30's a packing (f25's
+        # pick is now TorchRec's search's plan, `optimizer._bounded`)
         inst = instance(seed)
         st = OptimizeStats()
         plan = optimize(inst.workload, inst.topology, stats=st)

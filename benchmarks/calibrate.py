@@ -314,11 +314,24 @@ _TYPES = {"TW": "table_wise", "RW": "row_wise", "CW": "column_wise", "TWRW": "ta
 BIG = {"rows": 100_000, "dp_rows": 10_000, "dim": 64, "batch": 512, "pooling": 16}
 
 
-def _overhead_plan(kind: str, world: int, big: bool = False, stack: bool = False) -> tuple[list[str], dict]:
+def _composed(overrides: list[str], cache: dict[tuple[str, ...], Any] | None):
+    """`compose_dist(overrides)`, once per distinct overrides in `cache`: a Hydra compose costs 0.3–0.9 s on 2
+    cores, and the 12 stage plans of 3 rounds ask for only 4 distinct configs (72 composes before: 2 per plan and round)."""
+    from benchmarks.distributed.config import compose_dist
+
+    if cache is None:
+        return compose_dist(overrides)
+    key = tuple(overrides)
+    if key not in cache:
+        cache[key] = compose_dist(overrides)
+    return cache[key]
+
+
+def _overhead_plan(kind: str, world: int, big: bool = False, stack: bool = False,
+                   cache: dict[tuple[str, ...], Any] | None = None) -> tuple[list[str], dict]:
     """2·W tables of one sharding type (or 2·W table-wise + 2·W row-wise tables for "TW+RW"): tiny (1000 rows,
     dim 16, B 16, one id per bag: bytes ≈ 0) or `big` (`BIG`, uniform ids); `stack`: every table-wise table on
-    rank 0 (the others hold none and wait)."""
-    from benchmarks.distributed.config import compose_dist
+    rank 0 (the others hold none and wait). `cache`: composed configs kept across calls (`_composed`)."""
     from embedding.workload_config import build_workload
     from sharding.layouts import table_plan
     from sharding.plan import ShardingPlan, ShardingType
@@ -330,7 +343,7 @@ def _overhead_plan(kind: str, world: int, big: bool = False, stack: bool = False
     overrides = ["workload=smoke", f"workload.rows=[{','.join([str(rows)] * len(kinds))}]", f"workload.dim={dim}",
                  f"workload.batch_size={batch}", "workload.pooling.kind=fixed", f"workload.pooling.mean={pool}",
                  "workload.access.kind=uniform"]
-    spec = build_workload(compose_dist(overrides).workload)
+    spec = build_workload(_composed(overrides, cache).workload)
     ranks, tables = list(range(world)), {}
     for i, (t, k) in enumerate(zip(spec.tables, kinds, strict=True)):
         st = ShardingType(_TYPES[k])
@@ -340,9 +353,11 @@ def _overhead_plan(kind: str, world: int, big: bool = False, stack: bool = False
     return overrides, ShardingPlan(world, tables, optimizer=name).to_dict()
 
 
-def _stage_times(world: int, repeats: int, shift: int = 0) -> dict[str, Any]:
+def _stage_times(world: int, repeats: int, shift: int = 0, cache: dict | None = None) -> dict[str, Any]:
     """One round of the TorchRec stage plans ("TW", …, "TW+RW", "TW:big", …, "TW:stack"), in an order rotated by
-    `shift`:
+    `shift`. `cache` (one dict for all rounds) keeps what is not measured and the same in every round: composed
+    configs (`_composed`) and the initial weights per workload (`reference_state`: the five larger plans of
+    4 × 100k × 64 share one; ~0.1 GB a rank), so a round spends its time building and stepping the plans:
     {"torchrec_stages_s": per plan and stage the median over steps (max over ranks, as every rank waits for the
     slowest), "torchrec_step_s": the uninstrumented step median (max over ranks), "torchrec_gap_s": the mean over
     ranks of a rank's own step median − the sum of its own stage medians}."""
@@ -350,7 +365,11 @@ def _stage_times(world: int, repeats: int, shift: int = 0) -> dict[str, Any]:
     import torch.distributed as dist
 
     from benchmarks.distributed.case import resolve_case
+    from benchmarks.distributed.model import reference_state
     from benchmarks.distributed.worker import run_case
+
+    cache = {} if cache is None else cache
+    configs, states = cache.setdefault("configs", {}), cache.setdefault("states", {})
 
     plans = [(k, False, False) for k in OVERHEAD_PLANS] + [(k, True, False) for k in _TYPES] + [("TW", True, True)]
     times: dict[str, dict[str, float]] = {}
@@ -361,9 +380,14 @@ def _stage_times(world: int, repeats: int, shift: int = 0) -> dict[str, Any]:
         kind, big, stack = plans[int(i)]
         key = f"{kind}:stack" if stack else (f"{kind}:big" if big else kind)
         t0 = time.perf_counter()
-        overrides, plan = _overhead_plan(kind, world, big, stack)
-        case = resolve_case(key, [*overrides, f"dist.repeats={repeats}"], plan, world)
-        res = run_case(case, torch.device("cpu"), tempfile.gettempdir())
+        overrides, plan = _overhead_plan(kind, world, big, stack, configs)
+        cfg = _composed(overrides, configs)
+        cfg = replace(cfg, dist=replace(cfg.dist, repeats=repeats))  # as the override dist.repeats=…
+        case = resolve_case(key, [*overrides, f"dist.repeats={repeats}"], plan, world, cfg)
+        wkey = tuple(overrides)
+        if wkey not in states:
+            states[wkey] = reference_state(case.spec, case.cfg.dist.model)
+        res = run_case(case, torch.device("cpu"), tempfile.gettempdir(), state=states[wkey])
         seconds[key] = [round(float(res.get("build_s", 0.0)), 3), round(time.perf_counter() - t0, 3)]
         gathered: list[Any] = [None] * world
         mine = {k: float(np.median(v)) for k, v in res["stages"].items()}
@@ -380,7 +404,6 @@ def stage_plan_bytes(world: int, llc_bytes: float, weights: dict[str, dict[str, 
                      ) -> dict[str, dict[str, float]]:
     """Per larger calibration plan ("TW:big", …): the cost model's bytes of each stage (`CostModel.stage_seconds`
     with every bandwidth 1), ids and row bytes that miss the LLC weighted as the model weights them."""
-    from benchmarks.distributed.config import compose_dist
     from embedding.workload_config import build_workload
     from sharding.cost import CostModel
     from sharding.plan import ShardingPlan
@@ -388,10 +411,10 @@ def stage_plan_bytes(world: int, llc_bytes: float, weights: dict[str, dict[str, 
     from sharding.workload import PlanWorkload
 
     unit = {g: {s: 1.0 for s in STAGE_KEYS} for g in _TYPES}
-    out = {}
+    out, configs = {}, {}  # the five plans compose two configs (`_composed`)
     for kind in _TYPES:
-        overrides, plan = _overhead_plan(kind, world, big=True)
-        cfg = compose_dist(overrides)
+        overrides, plan = _overhead_plan(kind, world, big=True, cache=configs)
+        cfg = _composed(overrides, configs)
         spec = replace(build_workload(cfg.workload), mode="train")
         topo = replace(load_topology(cfg.dist.hardware, ranks=world), stage_bandwidth=unit,
                        bwd_compute_multiplier=0.0, llc_bytes=float(llc_bytes), lookup_weights=weights)
@@ -498,7 +521,7 @@ def _rank_main(args: argparse.Namespace) -> int:
         machine = fingerprint() if rank == 0 else {}  # before the others start: a quiet probe
         dist.barrier()
         ref = {"start": _reference(world)}  # every rank at once, as the measured ranks run
-        llc, phases, rounds = llc_bytes(), dict.fromkeys(PHASES, 0.0), []
+        llc, phases, rounds, cache = llc_bytes(), dict.fromkeys(PHASES, 0.0), [], {}
         for r in range(args.rounds):
             m: dict[str, Any] = {"order": rotated(PHASES, r)}
             for phase in m["order"]:  # every microbenchmark once per round, each round starting one later
@@ -514,7 +537,7 @@ def _rank_main(args: argparse.Namespace) -> int:
                 elif phase == "collectives":
                     m["collectives"] = _collectives(args.repeats)
                 else:
-                    m.update(_stage_times(world, args.steps, r))
+                    m.update(_stage_times(world, args.steps, r, cache))
                 phases[phase] = round(phases[phase] + time.perf_counter() - t0, 2)
             m["loadavg"] = loadavg()
             rounds.append(m)

@@ -81,9 +81,12 @@ def best_greedy(workload: PlanWorkload, topo: Topology) -> ShardingPlan:
     return best
 
 
-def resolve_case(label: str, overrides: list[str], plan_source: str | dict | None, world: int) -> Case:
-    """Compose the case's config; rank 0 makes the plan and every rank receives it."""
-    cfg = compose_dist(overrides)
+def resolve_case(label: str, overrides: list[str], plan_source: str | dict | None, world: int,
+                 cfg: DistRunConfig | None = None) -> Case:
+    """Compose the case's config (or take `cfg`, already composed from `overrides`: a Hydra compose costs ~0.3 s,
+    which calibrate, resolving the same few configs dozens of times, pays once each); rank 0 makes the plan and
+    every rank receives it."""
+    cfg = compose_dist(overrides) if cfg is None else cfg
     spec = build_workload(cfg.workload)
     mode = spec.mode if cfg.dist.mode == "workload" else cfg.dist.mode
     spec = replace(spec, mode=mode)

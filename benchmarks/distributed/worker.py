@@ -93,28 +93,30 @@ def _inject_fault(cfg: DistRunConfig, step: int) -> None:
     raise RuntimeError(f"injected fault (dist.fault=raise) at step {step}")
 
 
-def _build(case: Case, device: torch.device, pg) -> torch.nn.Module:
+def _build(case: Case, device: torch.device, pg, state: dict[str, torch.Tensor] | None = None) -> torch.nn.Module:
     d = case.cfg.dist
     module = build_module(case.spec, d.model, torch.device("meta"))
     dmp = shard_module(module, case.plan, case.workload, case.topology, d.model, device, d.optimizer,
                        d.learning_rate, pg)
-    load_state(dmp, reference_state(case.spec, d.model))
+    load_state(dmp, reference_state(case.spec, d.model) if state is None else state)
     return dmp
 
 
-def run_case(case: Case, device: torch.device, out_dir: str, case_index: int = 0) -> dict:
-    """Time plain steps (step time), then staged steps (per-stage breakdown); this rank's results."""
+def run_case(case: Case, device: torch.device, out_dir: str, case_index: int = 0,
+             state: dict[str, torch.Tensor] | None = None) -> dict:
+    """Time plain steps (step time), then staged steps (per-stage breakdown); this rank's results. `state`: the
+    case's `reference_state`, when the caller keeps it for cases of the same workload (it is only read)."""
     d, spec, rank, world = case.cfg.dist, case.spec, dist.get_rank(), dist.get_world_size()
     checks = None
     if d.verify:
         from .verify import verify_case
 
-        dmp = _build(case, device, dist.group.WORLD)
+        dmp = _build(case, device, dist.group.WORLD, state)
         report_phase("verify", case_index)
         checks = verify_case(case, dmp, device, world)
         report_phase("sharding", case_index)
     t_build = time.perf_counter()
-    dmp = _build(case, device, dist.group.WORLD)
+    dmp = _build(case, device, dist.group.WORLD, state)
     build_s = time.perf_counter() - t_build
     gen = WorkloadGenerator(spec)
     inputs = [make_inputs(spec, gen.batch(rank * spec.num_batches + i), device) for i in range(spec.num_batches)]

@@ -346,6 +346,31 @@ def best_of(j: np.ndarray, s: np.ndarray, q: np.ndarray, ok: np.ndarray) -> int:
     return int(np.argmin(np.where(cand, q, np.inf)))
 
 
+def _search_arrays(state: Loads, pieces: list[Piece]) -> tuple:
+    """The pieces as the search kernels take them: (resources, rank, vector, group, table id, weighted size,
+    whether the table has other blocks, memory per tier, the tiers' used and capacity)."""
+    res = state.res
+    ranks = np.array([p.rank for p in pieces], dtype=np.int64)
+    vecs = np.array([p.vec for p in pieces])
+    groups = np.array([GROUP[p.st] for p in pieces], dtype=np.int64)
+    ids: dict[str, int] = {}
+    tables = np.array([ids.setdefault(p.table, len(ids)) for p in pieces], dtype=np.int64)
+    size = (vecs * res.weight).sum(axis=1)
+    multi = np.bincount(tables) > 1
+    mems = np.array([[p.mem[t] if t in p.mem else 0.0 for t in state.tiers] for p in pieces], dtype=np.float64)
+    used = np.stack([state.used[t] for t in state.tiers])
+    cap = np.array([state.cap[t] for t in state.tiers], dtype=np.float64)
+    return res, ranks, vecs, groups, tables, size, multi, mems, used, cap
+
+
+def _write_back(state: Loads, pieces: list[Piece], ranks: np.ndarray, used: np.ndarray) -> None:
+    """The search's result into the state's memory use and the pieces' ranks."""
+    for i, t in enumerate(state.tiers):
+        state.used[t][:] = used[i]
+    for p, r in zip(pieces, ranks.tolist(), strict=True):
+        p.rank = r
+
+
 def local_search(state: Loads, pieces: list[Piece], max_iters: int) -> int:
     """Moves, then swaps, of pieces on the ranks that hold some row's maximum, first improvement of
     (J, secondary, Σ L²); a table's column blocks stay on distinct ranks. Returns the iterations used.
@@ -354,24 +379,10 @@ def local_search(state: Loads, pieces: list[Piece], max_iters: int) -> int:
     `local_search_reference` is the same loop in Python, the hot ranks and their pieces ordered with numpy."""
     if not pieces or state.L.shape[1] < 2:
         return 0
-    res = state.res
-    ranks = np.array([p.rank for p in pieces], dtype=np.int64)
-    vecs = np.array([p.vec for p in pieces])
-    groups = np.array([GROUP[p.st] for p in pieces], dtype=np.int64)
-    ids: dict[str, int] = {}
-    tables = np.array([ids.setdefault(p.table, len(ids)) for p in pieces], dtype=np.int64)
-    size = (vecs * res.weight).sum(axis=1)
-    multi = np.bincount(tables) > 1
-    tiers = {t: i for i, t in enumerate(state.tiers)}
-    mems = np.array([[p.mem[t] if t in p.mem else 0.0 for t in state.tiers] for p in pieces], dtype=np.float64)
-    used = np.stack([state.used[t] for t in state.tiers])
-    cap = np.array([state.cap[t] for t in state.tiers], dtype=np.float64)
+    res, ranks, vecs, groups, tables, size, multi, mems, used, cap = _search_arrays(state, pieces)
     it = search(state.L, state.count, res.hold, res.weight, res.s0, res.s1, state.const, ranks, vecs, size, groups,
                 tables, multi, mems, used, cap, max_iters, HOT_RANKS, TRY_PIECES)
-    for t, i in tiers.items():
-        state.used[t][:] = used[i]
-    for p, r in zip(pieces, ranks.tolist(), strict=True):
-        p.rank = r
+    _write_back(state, pieces, ranks, used)
     return it
 
 
@@ -380,18 +391,7 @@ def local_search_reference(state: Loads, pieces: list[Piece], max_iters: int) ->
     (tests check the two agree, plan for plan)."""
     if not pieces or state.L.shape[1] < 2:
         return 0
-    res = state.res
-    ranks = np.array([p.rank for p in pieces], dtype=np.int64)
-    vecs = np.array([p.vec for p in pieces])
-    groups = np.array([GROUP[p.st] for p in pieces], dtype=np.int64)
-    ids: dict[str, int] = {}
-    tables = np.array([ids.setdefault(p.table, len(ids)) for p in pieces], dtype=np.int64)
-    size = (vecs * res.weight).sum(axis=1)
-    multi = np.bincount(tables) > 1
-    tiers = {t: i for i, t in enumerate(state.tiers)}
-    mems = np.array([[p.mem[t] if t in p.mem else 0.0 for t in state.tiers] for p in pieces], dtype=np.float64)
-    used = np.stack([state.used[t] for t in state.tiers])
-    cap = np.array([state.cap[t] for t in state.tiers], dtype=np.float64)
+    res, ranks, vecs, groups, tables, size, multi, mems, used, cap = _search_arrays(state, pieces)
     it = max_iters
     for n in range(max_iters):
         j0, s0 = state.objective()
@@ -407,8 +407,5 @@ def local_search_reference(state: Loads, pieces: list[Piece], max_iters: int) ->
         else:
             it = n
             break
-    for t, i in tiers.items():
-        state.used[t][:] = used[i]
-    for p, r in zip(pieces, ranks.tolist(), strict=True):
-        p.rank = r
+    _write_back(state, pieces, ranks, used)
     return it

@@ -31,9 +31,12 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from sharding.layouts import row_ranges, torchrec_column_pieces
 from sharding.plan import Shard, ShardingPlan, ShardingType, TablePlan
 from sharding.topology import Topology
+from sharding.trec_search_kernel import DEVICE, HOST, UNIFORM, partition_rate
 from sharding.workload import PlanWorkload
 
 __all__ = ["Option", "SearchStats", "search", "model_space", "torchrec_space", "to_plan", "trec_planner_plan", "MAX_GRID"]
@@ -88,17 +91,21 @@ def _sorted(opts: list[Option], depth: bool) -> list[Option]:
     return sorted(opts, key=(lambda o: o.depth) if depth else (lambda o: o.breadth))
 
 
+def _storage_key(o: Option) -> tuple[float, float, float, float]:
+    return (max(h for h, _ in o.storage), sum(h for h, _ in o.storage),
+            max(d for _, d in o.storage), sum(d for _, d in o.storage))
+
+
 def _greedy(by_table: dict[str, list[Option]], depth: bool):  # noqa: ANN202
     opts = {k: _sorted(v, depth) for k, v in by_table.items()}
+    keys = {k: [_storage_key(o) for o in v] for k, v in opts.items()}  # once per option, not per proposal
     cur = dict.fromkeys(opts, 0)
     while True:
         yield [opts[k][i] for k, i in cur.items()]
         largest, best = None, (0, 0, 0, 0)
         for k, i in cur.items():
             if i + 1 < len(opts[k]):
-                o = opts[k][i]
-                s = (max(h for h, _ in o.storage), sum(h for h, _ in o.storage),
-                     max(d for _, d in o.storage), sum(d for _, d in o.storage))
+                s = keys[k][i]
                 if s > best:
                     largest, best = k, s
         if largest is None:
@@ -237,13 +244,46 @@ def _rating(proposal: list[Option], ranks: list[list[int]], world: int) -> float
     return max(perfs)
 
 
+class _Arrays:
+    """The space as arrays for `partition_rate`, built once per search: per option its kind, its shards' span
+    (`start`) and its summed storage (as `partition` sums it); per shard its perf parts, storage and total."""
+
+    def __init__(self, space: list[Option], capacity: list[tuple[float, float]], local: int) -> None:
+        self.index = {id(o): j for j, o in enumerate(space)}
+        self.kind = np.array([UNIFORM if o.sharding_type in _UNIFORM else HOST if o.sharding_type in _HOST
+                              else DEVICE for o in space], np.int64)
+        self.start = np.zeros(len(space) + 1, np.int64)
+        self.start[1:] = np.cumsum([len(o.storage) for o in space])
+        self.perf = np.array([p for o in space for p in o.perf], np.float64).reshape(-1, 5)
+        self.stor = np.array([s for o in space for s in o.storage], np.float64).reshape(-1, 2)
+        self.tot = np.array([o.total(i) for o in space for i in range(len(o.perf))], np.float64)
+        self.sums = np.array([(sum(h for h, _ in o.storage), sum(d for _, d in o.storage)) for o in space],
+                             np.float64).reshape(-1, 2)
+        self.cap = np.array(capacity, np.float64).reshape(-1, 2)
+        self.local = local
+        self.ranks = np.full(len(self.tot), -1, np.int64)
+
+    def partition_rate(self, proposal: list[Option]) -> tuple[list[list[int]], float] | None:
+        """`partition` and `_rating` of `proposal` (compiled): its ranks and rating, or None where it does not
+        fit."""
+        prop = np.array([self.index[id(o)] for o in proposal], np.int64)
+        ok, rating = partition_rate(prop, self.kind, self.start, self.perf, self.stor, self.tot, self.sums,
+                                    self.cap, self.local, self.ranks)
+        if not ok:
+            return None
+        return [self.ranks[self.start[j]:self.start[j + 1]].tolist() for j in prop.tolist()], float(rating)
+
+
 def search(space: list[Option], capacity: list[tuple[float, float]], local: int, budget: int | None = None,
-           stats: SearchStats | None = None) -> tuple[list[Option], list[list[int]]] | None:
+           stats: SearchStats | None = None, reference: bool = False) -> tuple[list[Option], list[list[int]]] | None:
     """TorchRec's planner search over `space` (options in enumeration order) on ranks with `capacity` (hbm, ddr
     left after its reservation) in hosts of `local`: the best proposal and its shards' ranks, or None where no
     proposal fits. `budget` (counted work; TorchRec has an optional wall-clock timeout instead): each proposer
-    partitions new proposals while the shards they place, summed, stay within this."""
+    partitions new proposals while the shards they place, summed, stay within this. Proposals are placed and
+    rated by the compiled `partition_rate` (the same ranks and floats); `reference`: by the Python `partition`
+    and `_rating` (tests check the two agree)."""
     stats = stats if stats is not None else SearchStats()
+    fast = None if reference or local < 1 or not space else _Arrays(space, capacity, local)
     by_table: dict[str, list[Option]] = {}
     for o in space:
         by_table.setdefault(o.table, []).append(o)
@@ -268,11 +308,17 @@ def search(space: list[Option], capacity: list[tuple[float, float]], local: int,
             stats.per_proposer[name] = stats.per_proposer.get(name, 0) + 1
             work += shards
             stats.work += shards
-            ranks = partition(proposal, capacity, local)
-            if ranks is None:
-                continue
+            if fast is None:
+                ranks = partition(proposal, capacity, local)
+                if ranks is None:
+                    continue
+                r = _rating(proposal, ranks, len(capacity))
+            else:
+                got = fast.partition_rate(proposal)
+                if got is None:
+                    continue
+                ranks, r = got
             stats.plans += 1
-            r = _rating(proposal, ranks, len(capacity))
             if r < stats.rating:
                 stats.rating, stats.best_proposer, best = r, name, (proposal, ranks)
     return best

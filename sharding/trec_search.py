@@ -36,7 +36,7 @@ import numpy as np
 from sharding.layouts import row_ranges, torchrec_column_pieces
 from sharding.plan import Shard, ShardingPlan, ShardingType, TablePlan
 from sharding.topology import Topology
-from sharding.trec_search_kernel import DEVICE, HOST, UNIFORM, partition_rate
+from sharding.trec_search_kernel import DEVICE, HOST, UNIFORM, option_terms, partition_rate
 from sharding.workload import PlanWorkload
 
 __all__ = ["Option", "SearchStats", "search", "model_space", "torchrec_space", "to_plan", "trec_planner_plan", "MAX_GRID"]
@@ -87,8 +87,22 @@ class SearchStats:
     best_proposer: str = ""
 
 
-def _sorted(opts: list[Option], depth: bool) -> list[Option]:
-    return sorted(opts, key=(lambda o: o.depth) if depth else (lambda o: o.breadth))
+@dataclass
+class _Terms:
+    """Per option the sort keys the proposers read: depth, breadth, the greedy proposer's storage key; from
+    `Option`'s properties (reference) or computed once per search from the space's arrays (`option_terms`)."""
+
+    depth: Any = lambda o: o.depth
+    breadth: Any = lambda o: o.breadth
+    storage: Any = None
+
+    def __post_init__(self) -> None:
+        if self.storage is None:
+            self.storage = _storage_key
+
+
+def _sorted(opts: list[Option], key: Any) -> list[Option]:
+    return sorted(opts, key=key)
 
 
 def _storage_key(o: Option) -> tuple[float, float, float, float]:
@@ -96,9 +110,9 @@ def _storage_key(o: Option) -> tuple[float, float, float, float]:
             max(d for _, d in o.storage), sum(d for _, d in o.storage))
 
 
-def _greedy(by_table: dict[str, list[Option]], depth: bool):  # noqa: ANN202
-    opts = {k: _sorted(v, depth) for k, v in by_table.items()}
-    keys = {k: [_storage_key(o) for o in v] for k, v in opts.items()}  # once per option, not per proposal
+def _greedy(by_table: dict[str, list[Option]], key: Any, terms: _Terms):  # noqa: ANN202
+    opts = {k: _sorted(v, key) for k, v in by_table.items()}
+    keys = {k: [terms.storage(o) for o in v] for k, v in opts.items()}  # once per option, not per proposal
     cur = dict.fromkeys(opts, 0)
     while True:
         yield [opts[k][i] for k, i in cur.items()]
@@ -113,20 +127,20 @@ def _greedy(by_table: dict[str, list[Option]], depth: bool):  # noqa: ANN202
         cur[largest] += 1
 
 
-def _uniform(space: list[Option]):  # noqa: ANN202
+def _uniform(space: list[Option], terms: _Terms):  # noqa: ANN202
     tables = list(dict.fromkeys(o.table for o in space))
     by_type: dict[str, dict[str, list[Option]]] = {}
     for o in space:
         by_type.setdefault(o.sharding_type, {}).setdefault(o.table, []).append(o)
     for per_table in by_type.values():
         if per_table.keys() == set(tables):
-            yield [_sorted(v, True)[0] for v in per_table.values()]
+            yield [_sorted(v, terms.depth)[0] for v in per_table.values()]
 
 
-def _grid(by_table: dict[str, list[Option]]):  # noqa: ANN202
+def _grid(by_table: dict[str, list[Option]], terms: _Terms):  # noqa: ANN202
     if math.prod(len(v) for v in by_table.values()) > MAX_GRID:
         return
-    opts = [_sorted(v, True) for v in by_table.values()]
+    opts = [_sorted(v, terms.depth) for v in by_table.values()]
     for idx in itertools.product(*(range(len(v)) for v in opts)):
         yield [v[i] for v, i in zip(opts, idx, strict=True)]
 
@@ -254,14 +268,23 @@ class _Arrays:
                               else DEVICE for o in space], np.int64)
         self.start = np.zeros(len(space) + 1, np.int64)
         self.start[1:] = np.cumsum([len(o.storage) for o in space])
-        self.perf = np.array([p for o in space for p in o.perf], np.float64).reshape(-1, 5)
-        self.stor = np.array([s for o in space for s in o.storage], np.float64).reshape(-1, 2)
-        self.tot = np.array([o.total(i) for o in space for i in range(len(o.perf))], np.float64)
-        self.sums = np.array([(sum(h for h, _ in o.storage), sum(d for _, d in o.storage)) for o in space],
-                             np.float64).reshape(-1, 2)
+        n = int(self.start[-1])
+        chain = itertools.chain.from_iterable
+        self.perf = np.fromiter(chain(chain(o.perf for o in space)), np.float64, 5 * n).reshape(-1, 5)
+        self.stor = np.fromiter(chain(chain(o.storage for o in space)), np.float64, 2 * n).reshape(-1, 2)
+        p = self.perf  # `Option.total`'s order, shard by shard
+        self.tot = p[:, 0] + p[:, 2] + p[:, 1] + p[:, 3] + p[:, 4]
+        self.per_option = option_terms(self.start, self.tot, self.stor)  # depth, breadth, storage key
+        self.sums = np.ascontiguousarray(self.per_option[:, [3, 5]])  # summed (hbm, ddr), as `partition` sums
         self.cap = np.array(capacity, np.float64).reshape(-1, 2)
         self.local = local
         self.ranks = np.full(len(self.tot), -1, np.int64)
+
+    def terms(self) -> _Terms:
+        rows, index = self.per_option.tolist(), self.index
+        keys = [tuple(r[2:]) for r in rows]
+        return _Terms(lambda o: rows[index[id(o)]][0], lambda o: rows[index[id(o)]][1],
+                      lambda o: keys[index[id(o)]])
 
     def partition_rate(self, proposal: list[Option]) -> tuple[list[list[int]], float] | None:
         """`partition` and `_rating` of `proposal` (compiled): its ranks and rating, or None where it does not
@@ -287,8 +310,9 @@ def search(space: list[Option], capacity: list[tuple[float, float]], local: int,
     by_table: dict[str, list[Option]] = {}
     for o in space:
         by_table.setdefault(o.table, []).append(o)
-    proposers = [("grid", _grid(by_table)), ("greedy", _greedy(by_table, True)),
-                 ("greedy-breadth", _greedy(by_table, False)), ("uniform", _uniform(space))]
+    terms = _Terms() if fast is None else fast.terms()
+    proposers = [("grid", _grid(by_table, terms)), ("greedy", _greedy(by_table, terms.depth, terms)),
+                 ("greedy-breadth", _greedy(by_table, terms.breadth, terms)), ("uniform", _uniform(space, terms))]
     seen: set[frozenset[int]] = set()
     best: tuple[list[Option], list[list[int]]] | None = None
     for name, gen in proposers:

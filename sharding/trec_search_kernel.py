@@ -20,7 +20,7 @@ import numba
 import numpy as np
 from numba import njit
 
-__all__ = ["partition_rate"]
+__all__ = ["partition_rate", "option_terms"]
 
 UNIFORM, DEVICE, HOST = 0, 1, 2  # option kinds: RW/DP one shard per rank; TW/CW onto ranks; TWRW onto a host
 
@@ -140,6 +140,27 @@ def partition_rate(prop: np.ndarray, kind: np.ndarray, start: np.ndarray, perf: 
     return True, perfs.max()
 
 
+@njit(cache=True)
+def option_terms(start: np.ndarray, tot: np.ndarray, stor: np.ndarray) -> np.ndarray:
+    """Per option (row): its depth (largest shard total), breadth (shard totals summed), and its storage key of
+    the greedy proposer: max hbm, summed hbm, max ddr, summed ddr; summed from 0 in shard order as Python sums."""
+    n = start.shape[0] - 1
+    out = np.empty((n, 6))
+    for o in range(n):
+        a = start[o]
+        dep, br, mh, sh, md, sd = tot[a], 0.0, stor[a, 0], 0.0, stor[a, 1], 0.0
+        for s in range(a, start[o + 1]):
+            dep = max(dep, tot[s])
+            br += tot[s]
+            mh = max(mh, stor[s, 0])
+            sh += stor[s, 0]
+            md = max(md, stor[s, 1])
+            sd += stor[s, 1]
+        out[o, 0], out[o, 1], out[o, 2], out[o, 3], out[o, 4], out[o, 5] = dep, br, mh, sh, md, sd
+    return out
+
+
 _I1, _F1, _F2 = numba.int64[::1], numba.float64[::1], numba.float64[:, ::1]
+option_terms.compile((_I1, _F1, _F2))
 partition_rate.compile((_I1, _I1, _I1, _F2, _F2, _F1, _F2, _F2, numba.int64, _I1))  # at import, from numba's
 # disk cache once compiled (as `split_kernel`'s)

@@ -123,3 +123,81 @@ def test_default_plan_is_no_worse_on_both_models_than_torchrecs_search_on_family
     validate_plan(ours, inst.workload, inst.topology)
     tol = 1 + 1e-9
     assert cost.plan_cost(ours) <= cost.plan_cost(theirs) * tol and trec.plan_cost(ours) <= trec.plan_cost(theirs) * tol
+
+
+def _random_space(rng, world: int, local: int, tables: int) -> tuple[list[Option], list[tuple[float, float]]]:
+    """Options of every kind (RW/DP over all ranks, TWRW over a host, TW, CW in 1-4 blocks), with small integer
+    perf parts and storage where `rng` says so (ties in the heap, the sorts and the ratings), some with a wrong
+    shard count (TorchRec's partitioner rejects those), capacity from ample to too small."""
+    space = []
+    for t in range(tables):
+        for st, n in (("row_wise", world), ("data_parallel", world), ("table_row_wise", local),
+                      ("table_wise", 1), ("column_wise", rng.randint(1, 4))):
+            if rng.random() < 0.25:
+                continue
+            for kernel in ("fused", "fused_uvm")[:rng.randint(1, 2)]:
+                m = n - 1 if n > 1 and rng.random() < 0.05 else n
+                ints = rng.random() < 0.5
+                val = (lambda hi: float(rng.randint(0, hi))) if ints else (lambda hi: rng.uniform(0, hi))
+                perf = tuple(tuple(val(3) for _ in range(5)) for _ in range(m))
+                storage = tuple((val(6), val(4) if kernel == "fused_uvm" else 0.0) for _ in range(m))
+                space.append(Option(f"t{t}", st, kernel, perf, storage, tuple((0, 1, 0, 1) for _ in range(m))))
+    cap = float(rng.choice([8, 15, 30, 200]))
+    return space, [(cap, cap / 2)] * world
+
+
+def _same_search(space, capacity, local, budget) -> SearchStats:
+    fast, ref = SearchStats(), SearchStats()
+    a = search(space, capacity, local, budget, fast)
+    b = search(space, capacity, local, budget, ref, reference=True)
+    assert fast == ref  # counts, rating, winning proposer
+    assert (a is None) == (b is None)
+    if a is not None:  # the same options (objects) and ranks
+        assert [id(o) for o in a[0]] == [id(o) for o in b[0]] and a[1] == b[1]
+    return fast
+
+
+def test_compiled_search_agrees_with_the_python_partitioner_on_random_spaces() -> None:
+    import random
+    rng = random.Random(16)
+    found = infeasible = 0
+    for _ in range(60):
+        local = rng.choice([1, 2, 4])
+        world = local * rng.choice([1, 2, 3])
+        space, capacity = _random_space(rng, world, local, rng.randint(1, 6))
+        stats = _same_search(space, capacity, local, rng.choice([None, 60]))
+        found += stats.plans > 0
+        infeasible += stats.plans < stats.proposals
+    assert found > 10 and infeasible > 10  # both outcomes exercised
+
+
+def test_compiled_partition_agrees_with_the_python_one_proposal_by_proposal() -> None:
+    import random
+
+    from sharding.trec_search import _Arrays, _rating
+    rng = random.Random(7)
+    for _ in range(40):
+        local = rng.choice([1, 2, 4])
+        world = local * rng.choice([1, 2])
+        space, capacity = _random_space(rng, world, local, 5)
+        arrays = _Arrays(space, capacity, local)
+        by_table: dict[str, list[Option]] = {}
+        for o in space:
+            by_table.setdefault(o.table, []).append(o)
+        for _ in range(20):
+            proposal = [rng.choice(v) for v in by_table.values()]
+            ranks = partition(proposal, capacity, local)
+            expect = None if ranks is None else (ranks, _rating(proposal, ranks, world))
+            assert arrays.partition_rate(proposal) == expect
+
+
+@pytest.mark.parametrize("seed", [41, 54, 80, 118])
+def test_compiled_search_agrees_with_the_python_partitioner_on_family_instances(seed) -> None:
+    """Admitted family instances (f54: no proposal of the search fits; the others: several do)."""
+    from sharding.family import instance
+    from sharding.optimizer import TREC_SEARCH_WORK
+    inst = instance(seed)
+    rt = inst.topology.reserve_inputs(inst.workload.ids_per_batch)
+    space, capacity, local = model_space(CostModel(inst.workload, rt), TorchRecCostModel(inst.workload, rt))
+    stats = _same_search(space, capacity, local, TREC_SEARCH_WORK)
+    assert stats.proposals > 30 and (stats.plans > 0) == (seed != 54)

@@ -21,6 +21,11 @@ enumerator and storage reservation (used to check the search against TorchRec's 
 kernels by iterating a set of strings (`EmbeddingEnumerator._filter_sharding_types` / `_filter_compute_kernels`),
 so its order, and with it which of two equally rated options or plans its planner keeps, changes with
 PYTHONHASHSEED from one process to the next; ratings do not.
+
+Speed (issue 16: this search runs on every small instance): the space is laid out as arrays once per search
+(`_Arrays`), each proposal is placed and rated in one compiled pass (`trec_search_kernel.partition_rate`, the
+same ranks and floats as `partition` and `_rating`, which stay as the reference: `search(reference=True)`), and
+the proposers' sort keys are computed once per option (`option_terms`).
 """
 from __future__ import annotations
 

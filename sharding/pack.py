@@ -182,37 +182,41 @@ class Builder:
         time, the first pricing took 6,000 `choose` calls and 30k shard look-ups on random:1000:1/256): the same
         IEEE operations in the same order (an option has ≤ 3 distinct pieces; the missing ones add 0.0), so the
         same floats (tests/sharding). Also keeps what `_mask` reads: each option's group, bytes of one piece per
-        tier (−inf where it has none), whether TorchRec's enumerator cuts it, and each table's span."""
+        tier (−inf where it has none), whether TorchRec's enumerator cuts it, and each table's span; those and the
+        masks do not depend on the scales, so builders of other scales share them (`Resources.option_arrays`)."""
         batch, tables = self._batch, self.cost.workload.tables
         if "span" in batch:
             return
         raws = self._raw_all(tables)
-        opts = [o for raw in raws for o in raw]
-        blocks = np.array([[*o[2], *((0.0, 0.0, 0),) * (3 - len(o[2]))] for o in opts], dtype=np.float64)
+        key = tuple((t.name, *self.tiers[t.name]) for t in tables)
+        shared = self.res.option_arrays.get(key)
+        if shared is None:  # what does not depend on the scales: the same for the builders of other scales
+            opts = [o for raw in raws for o in raw]
+            tiers = list(self.usable)
+            span, bounds, trec_ok, i = {}, [], [], 0
+            for t, raw in zip(tables, raws, strict=True):
+                span[t.name] = (i, i + len(raw))
+                bounds.append(span[t.name])
+                cut = torchrec_column_pieces(t.dim)
+                trec_ok += [o[0] != CW or o[1] == cut for o in raw]
+                i += len(raw)
+            ends = np.array(bounds, dtype=np.int64).reshape(len(bounds), 2)
+            shared = self.res.option_arrays[key] = dict(
+                span=span, masks={}, opts=opts, picks=[(o[0], o[1]) for o in opts],
+                blocks=np.array([[*o[2], *((0.0, 0.0, 0),) * (3 - len(o[2]))] for o in opts], dtype=np.float64),
+                pad=np.arange(3)[None, :] >= np.array([len(o[2]) for o in opts])[:, None],
+                lo=np.ascontiguousarray(ends[:, 0]), hi=np.ascontiguousarray(ends[:, 1]),
+                kind=np.array([GROUP[o[0]] for o in opts], dtype=np.int64), trec_ok=np.array(trec_ok, dtype=bool),
+                mem=np.array([o[3].get(x, -np.inf) for o in opts for x in tiers],
+                             dtype=np.float64).reshape(len(opts), len(tiers)))
+        blocks = shared["blocks"]
         x, y, n = self.res.s0 * blocks[:, :, 0], self.res.s1 * blocks[:, :, 1], blocks[:, :, 2]
         ours = (x[:, 0] * n[:, 0] + x[:, 1] * n[:, 1]) + x[:, 2] * n[:, 2]
         trec = (y[:, 0] * n[:, 0] + y[:, 1] * n[:, 1]) + y[:, 2] * n[:, 2]
-        pad = np.arange(3)[None, :] >= np.array([len(o[2]) for o in opts])[:, None]
-        largest_array = np.where(pad, -np.inf, np.where(x >= y, x, y)).max(axis=1)
+        largest_array = np.where(shared["pad"], -np.inf, np.where(x >= y, x, y)).max(axis=1)
         most_array = np.where(ours >= trec, ours, trec)
-        work = np.stack([ours, trec], axis=1)
-        tiers = list(self.usable)
-        span, bounds, trec_ok, i = {}, [], [], 0
-        for t, raw in zip(tables, raws, strict=True):
-            span[t.name] = (i, i + len(raw))
-            bounds.append(span[t.name])
-            cut = torchrec_column_pieces(t.dim)
-            trec_ok += [o[0] != CW or o[1] == cut for o in raw]
-            i += len(raw)
-        ends = np.array(bounds, dtype=np.int64).reshape(len(bounds), 2)
-        batch.update(span=span, masks={}, opts=opts, work=work, largest=largest_array.tolist(),
-                     most=most_array.tolist(), largest_array=largest_array, most_array=most_array,
-                     lo=np.ascontiguousarray(ends[:, 0]), hi=np.ascontiguousarray(ends[:, 1]),
-                     picks=[(o[0], o[1]) for o in opts], chosen={},
-                     kind=np.array([GROUP[o[0]] for o in opts], dtype=np.int64),
-                     trec_ok=np.array(trec_ok, dtype=bool),
-                     mem=np.array([o[3].get(x, -np.inf) for o in opts for x in tiers],
-                                  dtype=np.float64).reshape(len(opts), len(tiers)))
+        batch.update(shared, work=np.stack([ours, trec], axis=1), largest=largest_array.tolist(),
+                     most=most_array.tolist(), largest_array=largest_array, most_array=most_array, chosen={})
 
     def _priced_one(self, t: TableSpec) -> list[tuple[ShardingType, int, np.ndarray, float, dict[str, float],
                                                       float]]:

@@ -108,3 +108,20 @@ def test_choose_all_equals_choose_on_every_table(case: int, scale: tuple[float, 
                 assert got == {t.name: ref.choose(t, theta, mu, allow_dp, least, twrw, uniform) for t in wl.tables}
                 checked += len(got)
     assert checked == 2 * 5 * 11 * len(wl.tables)
+
+
+@pytest.mark.parametrize("case", [0, 3, 5, 6])
+def test_a_builder_of_another_scale_sharing_the_option_arrays_prices_and_chooses_as_its_own(case: int) -> None:
+    """`Resources.option_arrays` (what does not depend on the scales) shared with a builder of another scale
+    gives that builder the floats and choices it computes alone."""
+    wl, topo = _cases()[case]
+    first = _pair(wl, topo, (1e3, 1e-3))[0]
+    first._price_all()
+    other = Builder(Resources(first.cost, first.res.trec, (1e-3, 2e-3), first.res), first.tiers, 0)
+    alone = _pair(wl, topo, (1e-3, 2e-3))[1]
+    assert other._batch is not first._batch and other.res.option_arrays is first.res.option_arrays
+    for t in wl.tables:
+        assert [(o[0], o[1], o[2].tobytes(), o[3], o[4], o[5]) for o in other._priced(t)] == \
+               [(o[0], o[1], o[2].tobytes(), o[3], o[4], o[5]) for o in alone._priced_one(t)]
+    for args in ((0.5, 1.0, True, False, True), (0.0, 1.0, True, True, False), (1.0, 0.25, False, 2, False)):
+        assert other.choose_all(*args) == {t.name: alone.choose(t, *args) for t in wl.tables}

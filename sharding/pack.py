@@ -403,8 +403,9 @@ class Builder:
         """`pack` before `finish`: the shards placed greedily, as (loads, movable pieces, layout); raises `NoFit`."""
         topo = self.topo
         w, h = topo.world_size, min(topo.ranks_per_host, topo.world_size)
-        choice = dict(choice) if choice is not None else self.choose_all(theta, mu, allow_dp, least_work, twrw_first,
-                                                                         uniform)
+        choice = dict(choice) if choice is not None else {
+            t.name: self.choose(t, theta, mu, allow_dp, least_work, twrw_first, uniform)
+            for t in self.cost.workload.tables}
         self._fit_replicas(choice, theta, mu, least_work, twrw_first, uniform)
         spread = sum(self.spread(t, *choice[t.name]) for t in self.cost.workload.tables) if self.res.by_mean else 0.0
         state = Loads(self.res, topo, {st for st, _ in choice.values()}, spread)

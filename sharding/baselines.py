@@ -7,10 +7,12 @@ with room. Random: a seeded uniform choice among the ranks with room.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
 from embedding.spec import TableSpec
+from sharding.baseline_kernel import place_tables
 from sharding.cost import CostModel
 from sharding.layouts import table_plan
 from sharding.packing import Bins, no_room
@@ -45,6 +47,46 @@ def _place(cost: CostModel, bins: Bins, t: TableSpec, choose: Callable[[np.ndarr
     raise no_room(t.name, bins, _memory(cost, t, bins.tiers[-1]))
 
 
+def _first_from(ok: np.ndarray, i: int) -> int:
+    """The first rank with room from rank i on, cyclically (round-robin)."""
+    order = (np.arange(len(ok)) + i) % len(ok)
+    return int(order[np.argmax(ok[order])])
+
+
+def _least(bins: Bins, ok: np.ndarray) -> int:
+    """The least-loaded rank with room, the first on ties (greedy)."""
+    return int(np.argmin(np.where(ok, bins.load, np.inf)))
+
+
+def _place_all(cost: CostModel, bins: Bins, tables: list[TableSpec], keys: list[float], round_robin: bool,
+               ) -> dict[str, tuple[int, str]]:
+    """`_place` of each table in order (greedy: `keys[i]` added to the rank's load after; `round_robin`: the first
+    rank with room from i on), the tables fitting in the fastest tier in one compiled call
+    (`baseline_kernel.place_tables`), any other by `_place` itself (tests check the plans are the same)."""
+    tier0, n = bins.tiers[0], len(tables)
+    mems = np.array([[m.get(x, 0.0) for x in bins.tiers] for m in (_memory(cost, t, tier0) for t in tables)],
+                    dtype=np.float64).reshape(n, len(bins.tiers))
+    cap = np.array([bins.cap[x] for x in bins.tiers], dtype=np.float64)
+    key, ranks = np.array(keys, dtype=np.float64), np.full(n, -1, dtype=np.int64)
+    placed: dict[str, tuple[int, str]] = {}
+    i = 0
+    while i < n:
+        used = np.stack([bins.used[x] for x in bins.tiers])
+        stop = place_tables(i, mems, cap, used, bins.load, key, round_robin, ranks)
+        for j, x in enumerate(bins.tiers):
+            bins.used[x][:] = used[j]
+        placed.update((tables[j].name, (r, tier0)) for j, r in
+                      zip(range(i, stop), ranks[i:stop].tolist(), strict=True))
+        if stop == n:
+            break
+        t = tables[stop]  # no room in the fastest tier: a slower one, as `_place`
+        r, tier = _place(cost, bins, t, partial(_first_from, i=stop) if round_robin else partial(_least, bins))
+        bins.load[r] += keys[stop]
+        placed[t.name] = (r, tier)
+        i = stop + 1
+    return placed
+
+
 def _finish(placed: dict[str, tuple[int, str]], wl: PlanWorkload, topo: Topology, name: str) -> ShardingPlan:
     tables = {t.name: table_plan(t, TW, [placed[t.name][0]], placed[t.name][1]) for t in wl.tables}
     return ShardingPlan(topo.world_size, tables, optimizer=name)
@@ -63,6 +105,17 @@ def greedy_plan(workload: PlanWorkload, topology: Topology, key: str, cost: Cost
     f = GREEDY_KEYS[key]
     topology = topology.reserve_inputs(workload.ids_per_batch)
     cost, bins = _cost(workload, topology, cost), Bins(topology)
+    tables = sorted(workload.tables, key=f, reverse=True)
+    return _finish(_place_all(cost, bins, tables, [f(t) for t in tables], False), workload, topology,
+                   f"greedy_{key}")
+
+
+def _greedy_reference(workload: PlanWorkload, topology: Topology, key: str, cost: CostModel | None = None,
+                      ) -> ShardingPlan:
+    """`greedy_plan` one `_place` at a time (the reference `_place_all` is checked against)."""
+    f = GREEDY_KEYS[key]
+    topology = topology.reserve_inputs(workload.ids_per_batch)
+    cost, bins = _cost(workload, topology, cost), Bins(topology)
     placed: dict[str, tuple[int, str]] = {}
     for t in sorted(workload.tables, key=f, reverse=True):
         r, tier = _place(cost, bins, t, lambda ok: int(np.argmin(np.where(ok, bins.load, np.inf))))
@@ -72,6 +125,15 @@ def greedy_plan(workload: PlanWorkload, topology: Topology, key: str, cost: Cost
 
 
 def round_robin_plan(workload: PlanWorkload, topology: Topology, cost: CostModel | None = None) -> ShardingPlan:
+    topology = topology.reserve_inputs(workload.ids_per_batch)
+    cost, bins = _cost(workload, topology, cost), Bins(topology)
+    return _finish(_place_all(cost, bins, list(workload.tables), [0.0] * len(workload.tables), True), workload,
+                   topology, "round_robin")
+
+
+def _round_robin_reference(workload: PlanWorkload, topology: Topology, cost: CostModel | None = None,
+                           ) -> ShardingPlan:
+    """`round_robin_plan` one `_place` at a time (the reference `_place_all` is checked against)."""
     topology = topology.reserve_inputs(workload.ids_per_batch)
     cost, bins = _cost(workload, topology, cost), Bins(topology)
     w = topology.world_size

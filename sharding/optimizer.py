@@ -281,7 +281,7 @@ def _packings(joint: Builder, topology: Topology, lb: tuple[float, float], secon
     for i, (b, tag, theta, mu, dp, lw, tf, un) in enumerate(lead + [(*a, None) for a in attempts]):
         if len(found) - exempt >= budget + extra:
             break
-        choice = {t.name: b.choose(t, theta, mu, dp, lw, tf, un) for t in workload.tables}
+        choice = b.choose_all(theta, mu, dp, lw, tf, un)
         key = (id(b), *choice.values())
         if key in tried:  # the same sharding types pack to the same plan
             continue
@@ -319,7 +319,7 @@ def _smallest_piece(trec_only: Builder) -> tuple[list[tuple[str, ShardingPlan]],
     sharding-type moves (which `moves_count` weighs against it), from TorchRec's options (its column blocks), or
     from all of ours where those do not fit. The moved packing from all our column blocks is a candidate in any
     case (its finer blocks can beat the references on both models)."""
-    res, tiers, workload = trec_only.res, trec_only.tiers, trec_only.cost.workload
+    res, tiers = trec_only.res, trec_only.tiers
     found: list[tuple[str, ShardingPlan]] = []
     reference: dict[int, int | None] = {}
 
@@ -329,8 +329,7 @@ def _smallest_piece(trec_only: Builder) -> tuple[list[tuple[str, ShardingPlan]],
         b = Builder(res, tiers, 0, share=trec_only)
         b.least_loaded, b.torchrec_columns = True, trec_columns
         try:
-            placed = b.placed(0.0, 1.0, True, True, False, {t.name: b.choose(t, 0.0, 1.0, True, True, False)
-                                                            for t in workload.tables})
+            placed = b.placed(0.0, 1.0, True, True, False, b.choose_all(0.0, 1.0, True, True, False))
         except NoFit:
             return None
         if not both:

@@ -26,6 +26,7 @@ from operator import itemgetter
 import numpy as np
 
 from embedding.spec import TableSpec
+from sharding.choose_kernel import choose_options
 from sharding.layouts import column_splits, row_ranges, row_sizes, table_plan, torchrec_column_pieces
 from sharding.lns import loads_of
 from sharding.plan import ShardingPlan, ShardingType
@@ -142,6 +143,7 @@ class Builder:
             if self.topo.world_size > 1:
                 ok |= kind == GROUP[RW]
             masks[key] = ok.tolist()
+            masks[key, "array"] = ok
         return masks[key]
 
     def _feasible_reference(self, t: TableSpec, mu: float, allow_dp: bool, torchrec: bool = False,
@@ -165,9 +167,14 @@ class Builder:
         got = self._prices.get(t.name)
         if got is None:
             self._price_all()
-            got = self._prices.get(t.name)
-            if got is None:  # a table outside the workload
+            b = self._batch
+            span = b["span"].get(t.name)
+            if span is None:  # a table outside the workload
                 got = self._prices[t.name] = self._priced_one(t)
+                return got
+            opts, work, largest, most = b["opts"], b["work"], b["largest"], b["most"]
+            got = self._prices[t.name] = [(opts[j][0], opts[j][1], work[j], largest[j], opts[j][3], most[j])
+                                          for j in range(*span)]
         return got
 
     def _price_all(self) -> None:
@@ -175,34 +182,41 @@ class Builder:
         time, the first pricing took 6,000 `choose` calls and 30k shard look-ups on random:1000:1/256): the same
         IEEE operations in the same order (an option has ≤ 3 distinct pieces; the missing ones add 0.0), so the
         same floats (tests/sharding). Also keeps what `_mask` reads: each option's group, bytes of one piece per
-        tier (−inf where it has none), whether TorchRec's enumerator cuts it, and each table's span."""
+        tier (−inf where it has none), whether TorchRec's enumerator cuts it, and each table's span; those and the
+        masks do not depend on the scales, so builders of other scales share them (`Resources.option_arrays`)."""
         batch, tables = self._batch, self.cost.workload.tables
         if "span" in batch:
             return
         raws = self._raw_all(tables)
-        opts = [o for raw in raws for o in raw]
-        blocks = np.array([[*o[2], *((0.0, 0.0, 0),) * (3 - len(o[2]))] for o in opts], dtype=np.float64)
+        key = tuple((t.name, *self.tiers[t.name]) for t in tables)
+        shared = self.res.option_arrays.get(key)
+        if shared is None:  # what does not depend on the scales: the same for the builders of other scales
+            opts = [o for raw in raws for o in raw]
+            tiers = list(self.usable)
+            span, bounds, trec_ok, i = {}, [], [], 0
+            for t, raw in zip(tables, raws, strict=True):
+                span[t.name] = (i, i + len(raw))
+                bounds.append(span[t.name])
+                cut = torchrec_column_pieces(t.dim)
+                trec_ok += [o[0] != CW or o[1] == cut for o in raw]
+                i += len(raw)
+            ends = np.array(bounds, dtype=np.int64).reshape(len(bounds), 2)
+            shared = self.res.option_arrays[key] = dict(
+                span=span, masks={}, opts=opts, picks=[(o[0], o[1]) for o in opts],
+                blocks=np.array([[*o[2], *((0.0, 0.0, 0),) * (3 - len(o[2]))] for o in opts], dtype=np.float64),
+                pad=np.arange(3)[None, :] >= np.array([len(o[2]) for o in opts])[:, None],
+                lo=np.ascontiguousarray(ends[:, 0]), hi=np.ascontiguousarray(ends[:, 1]),
+                kind=np.array([GROUP[o[0]] for o in opts], dtype=np.int64), trec_ok=np.array(trec_ok, dtype=bool),
+                mem=np.array([o[3].get(x, -np.inf) for o in opts for x in tiers],
+                             dtype=np.float64).reshape(len(opts), len(tiers)))
+        blocks = shared["blocks"]
         x, y, n = self.res.s0 * blocks[:, :, 0], self.res.s1 * blocks[:, :, 1], blocks[:, :, 2]
         ours = (x[:, 0] * n[:, 0] + x[:, 1] * n[:, 1]) + x[:, 2] * n[:, 2]
         trec = (y[:, 0] * n[:, 0] + y[:, 1] * n[:, 1]) + y[:, 2] * n[:, 2]
-        pad = np.arange(3)[None, :] >= np.array([len(o[2]) for o in opts])[:, None]
-        largest = np.where(pad, -np.inf, np.where(x >= y, x, y)).max(axis=1).tolist()
-        most = np.where(ours >= trec, ours, trec).tolist()
-        pairs = list(np.stack([ours, trec], axis=1))
-        tiers = list(self.usable)
-        span, trec_ok, i = {}, [], 0
-        for t, raw in zip(tables, raws, strict=True):
-            span[t.name] = (i, i + len(raw))
-            cut = torchrec_column_pieces(t.dim)
-            trec_ok += [o[0] != CW or o[1] == cut for o in raw]
-            self._prices[t.name] = [(o[0], o[1], pairs[j], largest[j], o[3], most[j]) for j, o in
-                                    enumerate(raw, i)]
-            i += len(raw)
-        batch.update(span=span, masks={},
-                     kind=np.array([GROUP[o[0]] for o in opts], dtype=np.int64),
-                     trec_ok=np.array(trec_ok, dtype=bool),
-                     mem=np.array([o[3].get(x, -np.inf) for o in opts for x in tiers],
-                                  dtype=np.float64).reshape(len(opts), len(tiers)))
+        largest_array = np.where(shared["pad"], -np.inf, np.where(x >= y, x, y)).max(axis=1)
+        most_array = np.where(ours >= trec, ours, trec)
+        batch.update(shared, work=np.stack([ours, trec], axis=1), largest=largest_array.tolist(),
+                     most=most_array.tolist(), largest_array=largest_array, most_array=most_array, chosen={})
 
     def _priced_one(self, t: TableSpec) -> list[tuple[ShardingType, int, np.ndarray, float, dict[str, float],
                                                       float]]:
@@ -314,6 +328,34 @@ class Builder:
                 ours, trec = ours + s0 * a, trec + s1 * b
             self._groups[key] = (ours if ours >= trec else trec, raw[1], raw[2])
         return self._groups[key]
+
+    def choose_all(self, theta: float, mu: float, allow_dp: bool, least_work: bool | int = False,
+                   twrw_first: bool = False, uniform: ShardingType | None = None,
+                   ) -> dict[str, tuple[ShardingType, int]]:
+        """`choose` of every table of the workload, {name: (type, pieces)} in the workload's order: one compiled
+        pass over `_price_all`'s arrays (`choose_kernel.choose_options`; tests check it equals `choose` table by
+        table), memoised per argument (a new dict each call: callers change it)."""
+        self._price_all()
+        b = self._batch
+        trec = self.torchrec_columns
+        key = (theta, mu, allow_dp, least_work, twrw_first, uniform, trec)
+        got = b["chosen"].get(key)
+        if got is None:
+            self._mask(mu, allow_dp, trec)
+            ok = b["masks"][(mu, allow_dp, trec), "array"]
+            if self.topo.world_size == 1:  # `_feasible`'s RW fallback (last) where no option qualifies
+                self._mask(mu, allow_dp, False)
+                none = np.logical_or.reduceat(b["masks"][(mu, allow_dp, False), "array"], b["lo"]) == 0
+                ok = ok.copy()
+                ok[b["hi"][none] - 1] = True
+            mode = least_work if least_work is not True and least_work in (2, 3) else 1 if least_work else 0
+            idx = np.empty(len(b["lo"]), dtype=np.int64)
+            choose_options(b["lo"], b["hi"], ok, b["kind"], b["work"], b["largest_array"], b["most_array"],
+                           theta * self.avg, -1 if uniform is None else GROUP[uniform], mode, twrw_first,
+                           GROUP[DP], GROUP[TW], GROUP[CW], GROUP[TWRW], idx)
+            picks, last = b["picks"], (RW, self.topo.world_size)
+            got = b["chosen"][key] = [picks[i] if i >= 0 else last for i in idx.tolist()]
+        return dict(zip([t.name for t in self.cost.workload.tables], got, strict=True))
 
     def choose(self, t: TableSpec, theta: float, mu: float, allow_dp: bool, least_work: bool | int = False,
                twrw_first: bool = False, uniform: ShardingType | None = None) -> tuple[ShardingType, int]:

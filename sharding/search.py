@@ -64,6 +64,7 @@ class Resources:
         self.table_plans: dict[tuple, TablePlan] = {} if share is None else share.table_plans  # immutable: shared
         self.raw_options: dict[tuple, list] = {} if share is None else share.raw_options  # `pack.Builder._priced`
         self.groups: dict[tuple, tuple] = {} if share is None else share.groups  # `pack.Builder._group`
+        self.option_arrays: dict[tuple, dict] = {} if share is None else share.option_arrays  # `Builder._price_all`
 
     def const(self, groups: set[ShardingType]) -> float:
         """Fixed seconds of the step with these groups present (same on every rank); memoised by the groups in

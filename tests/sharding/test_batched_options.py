@@ -11,6 +11,7 @@ import pytest
 from sharding import CostModel, load_topology
 from sharding.family import instance
 from sharding.pack import TWRW, Builder
+from sharding.plan import ShardingType
 from sharding.search import Resources
 from sharding.tablesets import load_tables
 from sharding.tiers import assign_tiers
@@ -83,3 +84,44 @@ def test_shard_many_fills_the_memo_shard_reads() -> None:
     got = res.shard_many(keys + keys[:3])
     assert len(got) == len(keys) + 3 and all(res.shard(*k) is g for k, g in zip(keys, got, strict=False))
     assert all(isinstance(v, np.ndarray) and v.shape == (res.K,) for v, _ in got)
+
+
+@pytest.mark.parametrize("case", range(7))
+@pytest.mark.parametrize("scale", [(1e-3, 2e-3), (1e3, 1e-3)])
+def test_choose_all_equals_choose_on_every_table(case: int, scale: tuple[float, float]) -> None:
+    """The compiled pass (`choose_all`) picks what `choose` picks, table by table, for every argument mix the
+    optimizer uses (and a few more), with and without TorchRec's column blocks."""
+    wl, topo = _cases()[case]
+    fast, ref = _pair(wl, topo, scale)
+    checked = 0
+    for torchrec_columns in (False, True):
+        fast.torchrec_columns = ref.torchrec_columns = torchrec_columns
+        for mu, allow_dp in ((1.0, True), (0.5, False), (0.25, True), (0.1, False), (0.0, True)):
+            for theta, least, twrw, uniform in ((0.0, True, False, None), (1.5, False, False, None),
+                                                (0.5, False, True, None), (0.7, 2, False, None),
+                                                (1.0, False, True, None), (1.0, 3, False, None),
+                                                (1.0, True, False, TWRW), (1.0, False, True, TWRW),
+                                                (1.0, False, False, ShardingType.ROW_WISE),
+                                                (0.25, False, False, None), (0.25, True, False, None)):
+                got = fast.choose_all(theta, mu, allow_dp, least, twrw, uniform)
+                assert list(got) == [t.name for t in wl.tables]
+                assert got == {t.name: ref.choose(t, theta, mu, allow_dp, least, twrw, uniform) for t in wl.tables}
+                checked += len(got)
+    assert checked == 2 * 5 * 11 * len(wl.tables)
+
+
+@pytest.mark.parametrize("case", [0, 3, 5, 6])
+def test_a_builder_of_another_scale_sharing_the_option_arrays_prices_and_chooses_as_its_own(case: int) -> None:
+    """`Resources.option_arrays` (what does not depend on the scales) shared with a builder of another scale
+    gives that builder the floats and choices it computes alone."""
+    wl, topo = _cases()[case]
+    first = _pair(wl, topo, (1e3, 1e-3))[0]
+    first._price_all()
+    other = Builder(Resources(first.cost, first.res.trec, (1e-3, 2e-3), first.res), first.tiers, 0)
+    alone = _pair(wl, topo, (1e-3, 2e-3))[1]
+    assert other._batch is not first._batch and other.res.option_arrays is first.res.option_arrays
+    for t in wl.tables:
+        assert [(o[0], o[1], o[2].tobytes(), o[3], o[4], o[5]) for o in other._priced(t)] == \
+               [(o[0], o[1], o[2].tobytes(), o[3], o[4], o[5]) for o in alone._priced_one(t)]
+    for args in ((0.5, 1.0, True, False, True), (0.0, 1.0, True, True, False), (1.0, 0.25, False, 2, False)):
+        assert other.choose_all(*args) == {t.name: alone.choose(t, *args) for t in wl.tables}

@@ -29,6 +29,7 @@ from embedding.spec import TableSpec
 from sharding.layouts import column_splits, row_ranges, row_sizes, table_plan, torchrec_column_pieces
 from sharding.lns import loads_of
 from sharding.plan import ShardingPlan, ShardingType
+from sharding.retype_kernel import merge_trial
 from sharding.search import _TOL, GROUP, HOT_RANKS, STYPES, Loads, Piece, Resources, local_search
 from sharding.search_kernels import better, pairwise_sum, place_all, place_cut, place_groups, put_blocks, row_sums
 from sharding.unreplicate_kernel import unreplicate_trial
@@ -502,6 +503,7 @@ def repolish(builder: Builder, plan: ShardingPlan) -> ShardingPlan:
 Shard = Callable[[TableSpec, ShardingType, int, int], tuple[np.ndarray, dict[str, float]]]
 Spread = Callable[[TableSpec, ShardingType, int], float]  # `Builder.spread`
 Layout = dict[str, tuple[ShardingType, list[int]]]
+Merge = Callable[[Loads, list[Piece], np.ndarray, dict[str, float], float, float, float], int]  # `_merge`
 
 
 def _snapshot(state: Loads) -> tuple:
@@ -638,13 +640,15 @@ def _apply(state: Loads, shard: Shard, t: TableSpec, st: ShardingType, ranks: li
 
 
 def retype(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, TableSpec], shard: Shard,
-               rounds: int = RETYPE_ROUNDS, spread: Spread | None = None) -> list[Piece]:
+           rounds: int = RETYPE_ROUNDS, spread: Spread | None = None, merge: Merge | None = None) -> list[Piece]:
     """Re-cut the largest table-wise pieces of the ranks holding some row's maximum (or merge a column-wise table
     back into one table-wise shard) whenever that alone improves (J, secondary); at most `rounds` re-cuts.
-    `spread` (`Builder.spread`; None: no all-to-all priced by the mean) keeps `Loads.spread` that of the layout."""
+    `spread` (`Builder.spread`; None: no all-to-all priced by the mean) keeps `Loads.spread` that of the layout.
+    `merge`: the merge trial (`_merge`, one compiled call; `_merge_reference`, numpy on the loads: the same)."""
     def sp(t: TableSpec, st: ShardingType, k: int) -> float:
         return spread(t, st, k) if spread else 0.0
 
+    merge = merge or _merge
     if state.L.shape[1] < 2:
         return pieces
     _refresh_const(state)
@@ -658,8 +662,8 @@ def retype(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, 
             on_a = sorted((p for p in pieces if p.rank == a), key=lambda p: -float((p.vec * state.res.weight).sum()))
             for p in on_a[:HOT_TABLES]:
                 t = tables[p.table]
-                snap = _snapshot(state)
                 if p.st == TW:
+                    snap = _snapshot(state)
                     state.take(a, TW, p.vec, p.mem)
                     found = _try_split(state, shard, t, j0, spread)
                     if found is not None and better(*found[0], 0.0, j0, s0):
@@ -669,26 +673,63 @@ def retype(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, 
                         layout[t.name] = (st, [] if st == CW else ranks)
                         done = True
                         break
+                    _restore(state, snap)
                 elif p.st == CW:
                     blocks = [q for q in pieces if q.table == p.table]
-                    for q in blocks:
-                        state.take(q.rank, CW, q.vec, q.mem)
-                    state.respread(sp(t, TW, 1) - sp(t, CW, len(blocks)))
+                    delta = sp(t, TW, 1) - sp(t, CW, len(blocks))
                     v, m = shard(t, TW, t.rows, t.dim)
-                    ranks = _place_new(state, TW, v, m, 1)
-                    if ranks is not None:
+                    r = merge(state, blocks, v, m, delta, j0, s0)
+                    if r >= 0:  # the trial's change, made on the loads as the numpy form makes it
+                        for q in blocks:
+                            state.take(q.rank, CW, q.vec, q.mem)
+                        state.respread(delta)
+                        state.put(r, TW, v, m)
                         _refresh_const(state)
-                        if better(*state.objective(), 0.0, j0, s0):
-                            pieces = [q for q in pieces if q.table != p.table] + [Piece(t.name, TW, v, m, ranks[0])]
-                            layout[t.name] = (TW, [])
-                            done = True
-                            break
-                _restore(state, snap)
+                        pieces = [q for q in pieces if q.table != p.table] + [Piece(t.name, TW, v, m, r)]
+                        layout[t.name] = (TW, [])
+                        done = True
+                        break
             if done:
                 break
         if not done:
             break
     return _unreplicate(state, pieces, layout, tables, shard, rounds * HOT_TABLES, sp)
+
+
+def _merge(state: Loads, blocks: list[Piece], v: np.ndarray, m: dict[str, float], delta: float, j0: float,
+           s0: float) -> int:
+    """`retype`'s merge trial in one compiled call (`retype_kernel.merge_trial`) on copies of the loads: the
+    column-wise `blocks` off, `Loads.spread` changed by `delta`, one table-wise piece (v, m) on its best rank;
+    that rank if (J, secondary) then beats (j0, s0), else −1. The fixed costs are `Loads.respread`'s and
+    `_refresh_const`'s, from the same sets of groups."""
+    res, tiers, w = state.res, state.tiers, state.L.shape[1]
+    gcw, gtw = GROUP[CW], GROUP[TW]
+    sums = state.count.sum(axis=1)
+    sums[gcw] -= len(blocks)
+    sums[gtw] += 1
+    c_after = res.const({STYPES[g] for g in np.flatnonzero(sums > 0)}) + ((state.spread + delta) + 0.0) / w
+    return int(merge_trial(state.L, state.count, res.hold, res.weight, res.s0, res.s1,
+                           np.stack([state.used[x] for x in tiers]), np.array([state.cap[x] for x in tiers], float),
+                           gcw, np.array([q.rank for q in blocks], dtype=np.int64), np.array([q.vec for q in blocks]),
+                           np.array([[q.mem.get(x, 0.0) for x in tiers] for q in blocks]), gtw, v,
+                           np.array([m.get(x, 0.0) for x in tiers]), state.const + delta / w, c_after, j0, s0))
+
+
+def _merge_reference(state: Loads, blocks: list[Piece], v: np.ndarray, m: dict[str, float], delta: float,
+                     j0: float, s0: float) -> int:
+    """`_merge` in numpy, on the loads themselves, then restored (tests check the two agree)."""
+    snap = _snapshot(state)
+    for q in blocks:
+        state.take(q.rank, CW, q.vec, q.mem)
+    state.respread(delta)
+    ranks = _place_new(state, TW, v, m, 1)
+    r = -1
+    if ranks is not None:
+        _refresh_const(state)
+        if better(*state.objective(), 0.0, j0, s0):
+            r = ranks[0]
+    _restore(state, snap)
+    return r
 
 
 def _unreplicate(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, TableSpec], shard: Shard,

@@ -220,3 +220,51 @@ def test_compiled_local_search_moves_as_the_python_loop() -> None:
             assert _same_loads(sa, sr) and [p.rank for p in pa] == [p.rank for p in pr]
             moved += n > 0
     assert moved > 0
+
+
+def test_compiled_merge_trial_retypes_as_the_numpy_one() -> None:
+    """`retype` with its column-wise merge trial one compiled call (`_merge`) and with the numpy one
+    (`_merge_reference`): the same loads, fixed cost, layout and pieces, bit for bit; some trials merge a table."""
+    import sharding.pack as pack
+    merged, tried = 0, 0
+    calls = []
+
+    def counted(*args):  # noqa: ANN002, ANN202
+        calls.append(pack._merge(*args))
+        return calls[-1]
+
+    for b, fresh in _placed_states((2, 7, 14, 34, 41)):
+        (sa, pa, la), (sr, pr, lr) = fresh(), fresh()
+        pack.local_search(sa, pa, 50)
+        pack.local_search(sr, pr, 50)
+        got = pack.retype(sa, pa, la, b.cost.tables, b.shard, 4, b.spread, counted)
+        want = pack.retype(sr, pr, lr, b.cost.tables, b.shard, 4, b.spread, pack._merge_reference)
+        assert _same_loads(sa, sr) and la == lr
+        assert [(p.table, p.st, p.rank) for p in got] == [(p.table, p.st, p.rank) for p in want]
+        tried += len(calls)
+        merged += sum(r >= 0 for r in calls)
+        calls.clear()
+    assert tried > 0 and merged > 0  # trials made, and some accepted: both answers of the trial are compared
+
+
+def test_merge_trial_answers_as_the_numpy_one_on_every_column_wise_table() -> None:
+    """`_merge` and `_merge_reference` give the same rank (or −1) for every column-wise table of some packings,
+    and neither changes the loads."""
+    import sharding.pack as pack
+    from sharding.pack import CW
+    seen = set()
+    for b, fresh in _placed_states((2, 7, 14, 34, 41)):
+        state, pieces, _ = fresh()
+        j0, s0 = state.objective()
+        before = fresh()[0]
+        for name in {p.table for p in pieces if p.st == CW}:
+            t = b.cost.tables[name]
+            blocks = [p for p in pieces if p.table == name]
+            v, m = b.shard(t, TW, t.rows, t.dim)
+            delta = b.spread(t, TW, 1) - b.spread(t, CW, len(blocks))
+            for jj, ss in ((j0, s0), (j0 * 2, s0 * 2)):  # as is, and a target every fitting merge beats
+                r = pack._merge(state, blocks, v, m, delta, jj, ss)
+                assert r == pack._merge_reference(state, blocks, v, m, delta, jj, ss)
+                seen.add(r >= 0)
+        assert _same_loads(state, before)
+    assert seen == {True, False}

@@ -1,0 +1,48 @@
+"""`pack.retype`'s column-wise merge trial compiled (numba): a column-wise table's blocks taken off their ranks, the
+table placed again as one table-wise piece on its best rank, and scored, on copies of the loads. The numpy version
+(`pack._merge_reference`) snapshotted and restored the (K, W) loads and ran a dozen numpy calls per trial; the
+trial runs for every column-wise piece among the hottest ranks' largest, each retype round (f41: most of `retype`'s
+time outside `_try_split`).
+
+Same floats as the numpy version: the takes and the put subtract and add in `Loads.take` / `Loads.put`'s order,
+the rank is the one `place_best` picks among those `_fits` allows (`_place_new`), the objective is
+`Loads.objective` (`search_kernels._objective`) and the acceptance `search_kernels.better`. The fixed costs
+(`Loads.const_with`, `Loads.respread`) are computed by the caller, in Python, from the same sets of groups.
+tests/sharding/test_pack_fast_paths.py checks `retype` against `retype_reference`.
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba import njit
+
+from sharding.search_kernels import _F, _F2, _LOADS, _better, _fits, _objective, _put, _take, place_best
+
+__all__ = ["merge_trial"]
+
+
+@njit(cache=True)
+def merge_trial(L, count, hold, weight, w0, w1, used, cap, gcw, ranks, cvs, cms, gtw, tv, tm, c_place, c_after,  # noqa: ANN001, ANN201
+                j0, s0) -> int:
+    """The blocks (block i: vector cvs[i], bytes per tier cms[i], group gcw) off `ranks` in turn, then one table-wise piece
+    (tv, tm, group gtw) on the rank `place_best` picks among those it fits (fixed cost `c_place`), scored with
+    fixed cost `c_after`. Returns that rank if the result beats (j0, s0) by `better`, else −1 (also if no rank
+    fits). The loads are left as they are."""
+    W = L.shape[1]
+    Lo, co, uo = L.copy(), count.copy(), used.copy()
+    for i in range(ranks.shape[0]):
+        _take(Lo, co, hold, uo, cms[i], ranks[i], gcw, cvs[i])
+    fit = np.empty(W, dtype=np.bool_)
+    for b in range(W):
+        fit[b] = _fits(uo, cap, tm, b)
+    r = place_best(Lo, co, hold, weight, w0, w1, c_place, gtw, tv, fit)
+    if r < 0:
+        return -1
+    _put(Lo, co, hold, uo, tm, r, gtw, tv)
+    j, s = _objective(Lo, w0, w1, c_after)
+    return r if _better(j, s, 0.0, j0, s0) else -1
+
+
+_V, _G = numba.float64[::1], numba.int64  # compiled at import, as `search_kernels`' kernels (numba's disk cache)
+merge_trial.compile((_F2, _LOADS[1], _F2, _V, _F, _F, _F2, _V, _G, numba.int64[::1], _F2, _F2, _G, _V, _V, _F, _F, _F,
+                     _F))

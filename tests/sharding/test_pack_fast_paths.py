@@ -268,3 +268,32 @@ def test_merge_trial_answers_as_the_numpy_one_on_every_column_wise_table() -> No
                 seen.add(r >= 0)
         assert _same_loads(state, before)
     assert seen == {True, False}
+
+
+def test_compiled_replica_score_and_host_pick_match_the_numpy_ones() -> None:
+    """`_try_split`'s data-parallel re-cut (`replicas_score`) scores as `_dp_score_reference` (put, price, restore)
+    does, bit for bit, and `lexmin_host` picks `_lexmin`'s host, on every table of some packings."""
+    import sharding.pack as pack
+    from sharding.retype_kernel import lexmin_host, replicas_score
+    from sharding.search import GROUP
+    scored, hosts = 0, set()
+    for b, fresh in _placed_states((2, 7, 14, 34, 41)):
+        state, _, _ = fresh()
+        before, res, w = fresh()[0], state.res, state.L.shape[1]
+        h = min(state.topology.ranks_per_host, w)
+        for t in b.cost.workload.tables[:40]:
+            v, m = b.shard(t, pack.DP, t.rows, t.dim)
+            more = b.spread(t, pack.DP, w) - b.spread(t, TW, 1)
+            sums = state.count.sum(axis=1)
+            sums[GROUP[pack.DP]] += w
+            c = res.const({STYPES[g] for g in np.flatnonzero(sums > 0)}) + ((state.spread + more) + 0.0) / w
+            got = replicas_score(state.L, state.count, res.hold, res.s0, res.s1, GROUP[pack.DP], v, c)
+            assert got == pack._dp_score_reference(state, v, m, more)
+            scored += 1
+            if h > 1 and state.topology.num_hosts > 1:
+                shards = [b.shard(t, TWRW, y - x, t.dim) for x, y in row_ranges(t.rows, h)]
+                ok, j, s = state.host_scores(STYPES.index(TWRW), shards, state.const)
+                assert lexmin_host(ok, j, s) == pack._lexmin(ok, j, s)
+                hosts.add(pack._lexmin(ok, j, s))
+        assert _same_loads(state, before)
+    assert scored > 0 and len(hosts) > 1

@@ -21,7 +21,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from itertools import compress
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 
 import numpy as np
 
@@ -503,6 +503,7 @@ def repolish(builder: Builder, plan: ShardingPlan) -> ShardingPlan:
 Shard = Callable[[TableSpec, ShardingType, int, int], tuple[np.ndarray, dict[str, float]]]
 Spread = Callable[[TableSpec, ShardingType, int], float]  # `Builder.spread`
 Layout = dict[str, tuple[ShardingType, list[int]]]
+_VEC, _MEM = attrgetter("vec"), attrgetter("mem")
 Merge = Callable[[Loads, list[Piece], np.ndarray, dict[str, float], float, float, float], int]  # `_merge`
 
 
@@ -712,7 +713,7 @@ def _merge(state: Loads, blocks: list[Piece], v: np.ndarray, m: dict[str, float]
     `_refresh_const`'s, from the same sets of groups. Blocks of one size (as every packing cuts them) in the
     kernel; others in `_merge_reference` (the same answer)."""
     b = blocks[0]
-    if len({(id(q.vec), id(q.mem)) for q in blocks}) > 1:
+    if len(set(map(id, map(_VEC, blocks)))) > 1 or len(set(map(id, map(_MEM, blocks)))) > 1:
         return _merge_reference(state, blocks, v, m, delta, j0, s0)
     res, tiers, w = state.res, state.tiers, state.L.shape[1]
     gcw, gtw = GROUP[CW], GROUP[TW]

@@ -21,7 +21,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from itertools import compress
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 
 import numpy as np
 
@@ -30,6 +30,7 @@ from sharding.choose_kernel import choose_options
 from sharding.layouts import column_splits, row_ranges, row_sizes, table_plan, torchrec_column_pieces
 from sharding.lns import loads_of
 from sharding.plan import ShardingPlan, ShardingType
+from sharding.retype_kernel import lexmin_host, merge_trial, replicas_score
 from sharding.search import _TOL, GROUP, HOT_RANKS, STYPES, Loads, Piece, Resources, local_search
 from sharding.search_kernels import better, pairwise_sum, place_all, place_cut, place_groups, put_blocks, row_sums
 from sharding.unreplicate_kernel import unreplicate_trial
@@ -544,6 +545,8 @@ def repolish(builder: Builder, plan: ShardingPlan) -> ShardingPlan:
 Shard = Callable[[TableSpec, ShardingType, int, int], tuple[np.ndarray, dict[str, float]]]
 Spread = Callable[[TableSpec, ShardingType, int], float]  # `Builder.spread`
 Layout = dict[str, tuple[ShardingType, list[int]]]
+_VEC, _MEM = attrgetter("vec"), attrgetter("mem")
+Merge = Callable[[Loads, list[Piece], np.ndarray, dict[str, float], float, float, float], int]  # `_merge`
 
 
 def _snapshot(state: Loads) -> tuple:
@@ -605,13 +608,6 @@ def _try_split(state: Loads, shard: Shard, t: TableSpec, j0: float = np.inf, spr
         return float(state.res.score(maxima, state.const_with(present | {st}, more(st, k)))[0]) > \
             j0 * (1 + _TOL) + _TOL
 
-    def keep(st: ShardingType, ranks: list[int], new: list[Piece]) -> None:
-        nonlocal best
-        _refresh_const(state)
-        score = state.objective()
-        if best is None or score < best[0]:
-            best = (score, st, ranks, new)
-
     splits = [k for k in column_splits(t.dim) if k <= min(w, MAX_SPLIT)]
     if splits and not hopeless(CW, min(splits, key=lambda k: more(CW, k))):  # each re-cut into k blocks placed
         gcw = STYPES.index(CW)  # in one compiled call on copies of the loads
@@ -633,18 +629,33 @@ def _try_split(state: Loads, shard: Shard, t: TableSpec, j0: float = np.inf, spr
     fast = topo.fast.name
     if set(m) == {fast} and state.fits(m).all() \
             and not hopeless(DP, w):
-        snap = _snapshot(state)
-        state.put_ranks(slice(0, w), DP, v, m)  # `put` on every rank, the same sums
-        state.spread += more(DP, w)
-        keep(DP, list(range(w)), [])
-        _restore(state, snap)
+        sums = state.count.sum(axis=1)  # the score once a replica is on every rank, as `put_ranks` sums it
+        sums[GROUP[DP]] += w  # and `_refresh_const` prices it, in one compiled call (`_dp_score_reference`)
+        c = state.res.const({STYPES[g] for g in np.flatnonzero(sums > 0)}) + ((state.spread + more(DP, w)) + 0.0) / w
+        res = state.res
+        j, s = replicas_score(state.L, state.count, res.hold, res.s0, res.s1, GROUP[DP], v, c)
+        if best is None or (j, s) < best[0]:
+            best = ((j, s), DP, list(range(w)), [])
     if h > 1 and topo.num_hosts > 1 and not hopeless(TWRW, h):
         shards = [shard(t, TWRW, b - a, t.dim) for a, b in row_ranges(t.rows, h)]
         ok, j, s = state.host_scores(STYPES.index(TWRW), shards, state.const_with(present | {TWRW}, more(TWRW, h)))
-        host = _lexmin(ok, j, s)
+        host = lexmin_host(ok, j, s)  # `_lexmin`, compiled
         if host >= 0 and (best is None or (float(j[host]), float(s[host])) < best[0]):
             best = ((float(j[host]), float(s[host])), TWRW, list(range(host * h, host * h + h)), [])
     return best
+
+
+def _dp_score_reference(state: Loads, v: np.ndarray, m: dict[str, float], more: float) -> tuple[float, float]:
+    """`_try_split`'s data-parallel re-cut scored in numpy on the loads, then restored (tests check
+    `retype_kernel.replicas_score` against it): a replica on every rank, `Loads.spread` up by `more`."""
+    w = state.L.shape[1]
+    snap = _snapshot(state)
+    state.put_ranks(slice(0, w), DP, v, m)  # `put` on every rank, the same sums
+    state.spread += more
+    _refresh_const(state)
+    score = state.objective()
+    _restore(state, snap)
+    return score
 
 
 def _lexmin(ok: np.ndarray, j: np.ndarray, s: np.ndarray) -> int:
@@ -680,13 +691,15 @@ def _apply(state: Loads, shard: Shard, t: TableSpec, st: ShardingType, ranks: li
 
 
 def retype(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, TableSpec], shard: Shard,
-               rounds: int = RETYPE_ROUNDS, spread: Spread | None = None) -> list[Piece]:
+           rounds: int = RETYPE_ROUNDS, spread: Spread | None = None, merge: Merge | None = None) -> list[Piece]:
     """Re-cut the largest table-wise pieces of the ranks holding some row's maximum (or merge a column-wise table
     back into one table-wise shard) whenever that alone improves (J, secondary); at most `rounds` re-cuts.
-    `spread` (`Builder.spread`; None: no all-to-all priced by the mean) keeps `Loads.spread` that of the layout."""
+    `spread` (`Builder.spread`; None: no all-to-all priced by the mean) keeps `Loads.spread` that of the layout.
+    `merge`: the merge trial (`_merge`, one compiled call; `_merge_reference`, numpy on the loads: the same)."""
     def sp(t: TableSpec, st: ShardingType, k: int) -> float:
         return spread(t, st, k) if spread else 0.0
 
+    merge = merge or _merge
     if state.L.shape[1] < 2:
         return pieces
     _refresh_const(state)
@@ -700,8 +713,8 @@ def retype(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, 
             on_a = sorted((p for p in pieces if p.rank == a), key=lambda p: -float((p.vec * state.res.weight).sum()))
             for p in on_a[:HOT_TABLES]:
                 t = tables[p.table]
-                snap = _snapshot(state)
                 if p.st == TW:
+                    snap = _snapshot(state)
                     state.take(a, TW, p.vec, p.mem)
                     found = _try_split(state, shard, t, j0, spread)
                     if found is not None and better(*found[0], 0.0, j0, s0):
@@ -711,26 +724,67 @@ def retype(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, 
                         layout[t.name] = (st, [] if st == CW else ranks)
                         done = True
                         break
+                    _restore(state, snap)
                 elif p.st == CW:
                     blocks = [q for q in pieces if q.table == p.table]
-                    for q in blocks:
-                        state.take(q.rank, CW, q.vec, q.mem)
-                    state.respread(sp(t, TW, 1) - sp(t, CW, len(blocks)))
+                    delta = sp(t, TW, 1) - sp(t, CW, len(blocks))
                     v, m = shard(t, TW, t.rows, t.dim)
-                    ranks = _place_new(state, TW, v, m, 1)
-                    if ranks is not None:
+                    r = merge(state, blocks, v, m, delta, j0, s0)
+                    if r >= 0:  # the trial's change, made on the loads as the numpy form makes it
+                        for q in blocks:
+                            state.take(q.rank, CW, q.vec, q.mem)
+                        state.respread(delta)
+                        state.put(r, TW, v, m)
                         _refresh_const(state)
-                        if better(*state.objective(), 0.0, j0, s0):
-                            pieces = [q for q in pieces if q.table != p.table] + [Piece(t.name, TW, v, m, ranks[0])]
-                            layout[t.name] = (TW, [])
-                            done = True
-                            break
-                _restore(state, snap)
+                        pieces = [q for q in pieces if q.table != p.table] + [Piece(t.name, TW, v, m, r)]
+                        layout[t.name] = (TW, [])
+                        done = True
+                        break
             if done:
                 break
         if not done:
             break
     return _unreplicate(state, pieces, layout, tables, shard, rounds * HOT_TABLES, sp)
+
+
+def _merge(state: Loads, blocks: list[Piece], v: np.ndarray, m: dict[str, float], delta: float, j0: float,
+           s0: float) -> int:
+    """`retype`'s merge trial in one compiled call (`retype_kernel.merge_trial`) on copies of the loads: the
+    column-wise `blocks` off, `Loads.spread` changed by `delta`, one table-wise piece (v, m) on its best rank;
+    that rank if (J, secondary) then beats (j0, s0), else −1. The fixed costs are `Loads.respread`'s and
+    `_refresh_const`'s, from the same sets of groups. Blocks of one size (as every packing cuts them) in the
+    kernel; others in `_merge_reference` (the same answer)."""
+    b = blocks[0]
+    if len(set(map(id, map(_VEC, blocks)))) > 1 or len(set(map(id, map(_MEM, blocks)))) > 1:
+        return _merge_reference(state, blocks, v, m, delta, j0, s0)
+    res, tiers, w = state.res, state.tiers, state.L.shape[1]
+    gcw, gtw = GROUP[CW], GROUP[TW]
+    sums = state.count.sum(axis=1)
+    sums[gcw] -= len(blocks)
+    sums[gtw] += 1
+    c_after = res.const({STYPES[g] for g in np.flatnonzero(sums > 0)}) + ((state.spread + delta) + 0.0) / w
+    return merge_trial(state.L, state.count, res.hold, res.weight, res.s0, res.s1,
+                       np.array([state.used[x] for x in tiers]), np.array([state.cap[x] for x in tiers], float), gcw,
+                       np.array([q.rank for q in blocks], dtype=np.int64), b.vec,
+                       np.array([b.mem.get(x, 0.0) for x in tiers]), gtw, v, np.array([m.get(x, 0.0) for x in tiers]),
+                       state.const + delta / w, c_after, j0, s0)
+
+
+def _merge_reference(state: Loads, blocks: list[Piece], v: np.ndarray, m: dict[str, float], delta: float,
+                     j0: float, s0: float) -> int:
+    """`_merge` in numpy, on the loads themselves, then restored (tests check the two agree)."""
+    snap = _snapshot(state)
+    for q in blocks:
+        state.take(q.rank, CW, q.vec, q.mem)
+    state.respread(delta)
+    ranks = _place_new(state, TW, v, m, 1)
+    r = -1
+    if ranks is not None:
+        _refresh_const(state)
+        if better(*state.objective(), 0.0, j0, s0):
+            r = ranks[0]
+    _restore(state, snap)
+    return r
 
 
 def _unreplicate(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, TableSpec], shard: Shard,

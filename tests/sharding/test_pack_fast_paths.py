@@ -220,3 +220,80 @@ def test_compiled_local_search_moves_as_the_python_loop() -> None:
             assert _same_loads(sa, sr) and [p.rank for p in pa] == [p.rank for p in pr]
             moved += n > 0
     assert moved > 0
+
+
+def test_compiled_merge_trial_retypes_as_the_numpy_one() -> None:
+    """`retype` with its column-wise merge trial one compiled call (`_merge`) and with the numpy one
+    (`_merge_reference`): the same loads, fixed cost, layout and pieces, bit for bit; some trials merge a table."""
+    import sharding.pack as pack
+    merged, tried = 0, 0
+    calls = []
+
+    def counted(*args):  # noqa: ANN002, ANN202
+        calls.append(pack._merge(*args))
+        return calls[-1]
+
+    for b, fresh in _placed_states((2, 7, 14, 34, 41)):
+        (sa, pa, la), (sr, pr, lr) = fresh(), fresh()
+        pack.local_search(sa, pa, 50)
+        pack.local_search(sr, pr, 50)
+        got = pack.retype(sa, pa, la, b.cost.tables, b.shard, 4, b.spread, counted)
+        want = pack.retype(sr, pr, lr, b.cost.tables, b.shard, 4, b.spread, pack._merge_reference)
+        assert _same_loads(sa, sr) and la == lr
+        assert [(p.table, p.st, p.rank) for p in got] == [(p.table, p.st, p.rank) for p in want]
+        tried += len(calls)
+        merged += sum(r >= 0 for r in calls)
+        calls.clear()
+    assert tried > 0 and merged > 0  # trials made, and some accepted: both answers of the trial are compared
+
+
+def test_merge_trial_answers_as_the_numpy_one_on_every_column_wise_table() -> None:
+    """`_merge` and `_merge_reference` give the same rank (or −1) for every column-wise table of some packings,
+    and neither changes the loads."""
+    import sharding.pack as pack
+    from sharding.pack import CW
+    seen = set()
+    for b, fresh in _placed_states((2, 7, 14, 34, 41)):
+        state, pieces, _ = fresh()
+        j0, s0 = state.objective()
+        before = fresh()[0]
+        for name in {p.table for p in pieces if p.st == CW}:
+            t = b.cost.tables[name]
+            blocks = [p for p in pieces if p.table == name]
+            v, m = b.shard(t, TW, t.rows, t.dim)
+            delta = b.spread(t, TW, 1) - b.spread(t, CW, len(blocks))
+            for jj, ss in ((j0, s0), (j0 * 2, s0 * 2)):  # as is, and a target every fitting merge beats
+                r = pack._merge(state, blocks, v, m, delta, jj, ss)
+                assert r == pack._merge_reference(state, blocks, v, m, delta, jj, ss)
+                seen.add(r >= 0)
+        assert _same_loads(state, before)
+    assert seen == {True, False}
+
+
+def test_compiled_replica_score_and_host_pick_match_the_numpy_ones() -> None:
+    """`_try_split`'s data-parallel re-cut (`replicas_score`) scores as `_dp_score_reference` (put, price, restore)
+    does, bit for bit, and `lexmin_host` picks `_lexmin`'s host, on every table of some packings."""
+    import sharding.pack as pack
+    from sharding.retype_kernel import lexmin_host, replicas_score
+    from sharding.search import GROUP
+    scored, hosts = 0, set()
+    for b, fresh in _placed_states((2, 7, 14, 34, 41)):
+        state, _, _ = fresh()
+        before, res, w = fresh()[0], state.res, state.L.shape[1]
+        h = min(state.topology.ranks_per_host, w)
+        for t in b.cost.workload.tables[:40]:
+            v, m = b.shard(t, pack.DP, t.rows, t.dim)
+            more = b.spread(t, pack.DP, w) - b.spread(t, TW, 1)
+            sums = state.count.sum(axis=1)
+            sums[GROUP[pack.DP]] += w
+            c = res.const({STYPES[g] for g in np.flatnonzero(sums > 0)}) + ((state.spread + more) + 0.0) / w
+            got = replicas_score(state.L, state.count, res.hold, res.s0, res.s1, GROUP[pack.DP], v, c)
+            assert got == pack._dp_score_reference(state, v, m, more)
+            scored += 1
+            if h > 1 and state.topology.num_hosts > 1:
+                shards = [b.shard(t, TWRW, y - x, t.dim) for x, y in row_ranges(t.rows, h)]
+                ok, j, s = state.host_scores(STYPES.index(TWRW), shards, state.const)
+                assert lexmin_host(ok, j, s) == pack._lexmin(ok, j, s)
+                hosts.add(pack._lexmin(ok, j, s))
+        assert _same_loads(state, before)
+    assert scored > 0 and len(hosts) > 1

@@ -43,6 +43,7 @@ __all__ = ["relayout", "RELAYOUT_WORK", "pareto_gain"]
 RW, TWRW, DP = ShardingType.ROW_WISE, ShardingType.TABLE_ROW_WISE, ShardingType.DATA_PARALLEL
 RELAYOUT_WORK = 4_000  # plan evaluations × tables per call (the evaluations shrink as tables grow)
 _MARGIN = 1e-7  # a trial is priced exactly unless its incremental price misses the test by more than this (relative)
+_NONE = [np.zeros(0, dtype=np.int64), np.zeros((0, 1)), np.zeros(0)] * 2  # `price_change`'s second table, unchanged
 
 
 class _Delta:
@@ -86,7 +87,6 @@ class _Delta:
             self.sums[rows[k]] = v
         self.rmax, self.rsum = self.sums.max(axis=1), self.sums.sum(axis=1)
         self.tload = self.trec.rank_loads(plan) if self.trec is not None else np.zeros(self.w)
-        self.changes: dict[tuple, tuple] = {}  # `_change`, for this plan
         self.cgroup, self.cmean = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.bool_)
 
     def _of(self, tp: TablePlan) -> tuple:
@@ -148,9 +148,15 @@ class _Delta:
         return self.rows[k]
 
     def price(self, change: dict[str, TablePlan]) -> tuple[float, float]:
-        """About (`plan_cost`, TorchRec's `plan_cost`) of the current plan with `change` applied: the touched rows
-        only (`price_change`, compiled), or `price_reference` (TorchRec's rating from the loads either way)."""
-        rows, delta, tdelta = self._change(change)
+        """About (`plan_cost`, TorchRec's `plan_cost`) of the current plan with `change` (one or two tables) applied:
+        the touched rows only (`price_change`, compiled), or `price_reference` where ranks pay per-holder stage
+        costs (TorchRec's rating from its per-rank loads either way)."""
+        parts = []
+        for name, tp in change.items():
+            old, new = self._of(self.tables[name]), self._of(tp)
+            parts += [old[1][0], old[1][1], old[2], new[1][0], new[1][1], new[2]]
+        if len(parts) == 6:
+            parts += _NONE
         if len(self.sums) < 3 + self.g + len(self.coll):  # a collective first seen in this change: zero rows
             extra = 3 + self.g + len(self.coll) - len(self.sums)
             self.sums = np.concatenate([self.sums, np.zeros((extra, self.w))])
@@ -158,8 +164,8 @@ class _Delta:
         if len(self.cgroup) != len(self.coll):
             self.cgroup = np.array([c[0] for c in self.coll], dtype=np.int64)
             self.cmean = np.array([c[1] for c in self.coll], dtype=np.bool_)
-        work, comms, mask, rating = price_change(self.sums, self.rmax, self.rsum, rows, delta, self.g, self.cgroup,
-                                                 self.cmean, self.tload, tdelta)
+        work, comms, mask, rating = price_change(self.sums, self.rmax, self.rsum, self.tload, *parts, self.g,
+                                                 self.cgroup, self.cmean)
         if not self.fast:
             return self.price_reference(change), rating
         latency = self.masks.get(mask)
@@ -167,24 +173,6 @@ class _Delta:
             groups = {STYPES[i]: set() for i in range(self.g) if (mask >> i) & 1}
             latency = self.masks[mask] = self.cost._fixed(groups, self.w)[0]
         return comms + latency + work + self.outside, rating
-
-    def _change(self, change: dict[str, TablePlan]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(rows touched, new less old per touched row and rank, TorchRec's loads new less old) of `change`."""
-        old = [self.tables[n] for n in change]
-        key = tuple(id(tp) for tp in (*old, *change.values()))
-        got = self.changes.get(key)
-        if got is None or any(x is not y for x, y in zip(got[0], (*old, *change.values()), strict=True)):
-            parts = [(self._of(tp), -1.0) for tp in old] + [(self._of(tp), 1.0) for tp in change.values()]
-            acc: dict[int, np.ndarray] = {}
-            tdelta = np.zeros(self.w)
-            for (_, (rows, block), tload, _), sign in parts:
-                tdelta += sign * tload
-                for r, v in zip(rows.tolist(), block, strict=True):
-                    acc[r] = acc[r] + sign * v if r in acc else sign * v
-            order = sorted(acc)
-            got = self.changes[key] = ((*old, *change.values()), np.array(order, dtype=np.int64),
-                                       np.array([acc[r] for r in order]).reshape(len(order), self.w), tdelta)
-        return got[1], got[2], got[3]
 
     def price_reference(self, change: dict[str, TablePlan]) -> float:
         """About `plan_cost` of the current plan with `change` applied: numpy over the whole sums table (the

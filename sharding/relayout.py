@@ -271,8 +271,8 @@ def relayout(cost: CostModel, trec: TorchRecCostModel, plan: ShardingPlan, evals
     spent, moved, quiet = 0, False, 0  # quiet: tables tried in a row on the current plan without a change
     while spent < evals and quiet < len(order):  # passes over `order`, each table tried once per plan
         for name in order:
-            if quiet >= len(order):  # every table tried on this plan: a further pass would repeat their trials
-                break
+            if quiet >= len(order) or spent >= evals:  # every table tried on this plan: a further pass would
+                break  # repeat their trials; or no evaluation left (the rest would be tried on none)
             best: tuple[float, float, ShardingPlan, dict[str, np.ndarray], dict[str, TablePlan]] | None = None
             for change in _options(cost, plan, name, pareto, make):
                 if spent >= evals:

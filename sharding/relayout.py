@@ -86,29 +86,38 @@ class _Delta:
         for k, v in coll.items():
             self.sums[rows[k]] = v
         self.rmax, self.rsum = self.sums.max(axis=1), self.sums.sum(axis=1)
-        self.tload = self.trec.rank_loads(plan) if self.trec is not None else np.zeros(self.w)
+        self.plan, self.tload = plan, None  # TorchRec's per-rank loads: at the first `price` (most trials do not fit)
         self.cgroup, self.cmean = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.bool_)
 
-    def _of(self, tp: TablePlan) -> tuple:
-        """(tp, `_block`, TorchRec's loads per rank, `memory` or None) of one table plan, kept by its identity
+    def _of(self, tp: TablePlan) -> list:
+        """[tp, `_block`, `_loads`, `memory`] of one table plan (each None until asked for), kept by its identity
         (`relayout` makes each option's table plan once) in front of the caches by shape."""
         got = self.seen.get(id(tp))
         if got is None or got[0] is not tp:
-            tload = np.zeros(self.w)
-            if self.trec is not None:
-                t, st = self.cost.tables[tp.name], tp.sharding_type
-                for (rows, cols, tier, cf), where in tp.alike().items():
-                    np.add.at(tload, np.asarray(where, dtype=np.int64),
-                              self.trec.shard_cost(t, st, rows, cols, tier, cf).total)
-            got = self.seen[id(tp)] = [tp, self._shape_block(tp), tload, None]
+            got = self.seen[id(tp)] = [tp, None, None, None]
         return got
 
     def _block(self, tp: TablePlan) -> tuple[np.ndarray, np.ndarray]:
         """(rows, their seconds or counts per rank) of one table plan."""
-        return self._of(tp)[1]
+        got = self._of(tp)
+        if got[1] is None:
+            got[1] = self._shape_block(tp)
+        return got[1]
+
+    def _loads(self, tp: TablePlan) -> np.ndarray:
+        """TorchRec's per-rank loads (`TorchRecCostModel.rank_loads`) of one table plan."""
+        got = self._of(tp)
+        if got[2] is None:
+            got[2] = np.zeros(self.w)
+            if self.trec is not None:
+                t, st = self.cost.tables[tp.name], tp.sharding_type
+                for (rows, cols, tier, cf), where in tp.alike().items():
+                    np.add.at(got[2], np.asarray(where, dtype=np.int64),
+                              self.trec.shard_cost(t, st, rows, cols, tier, cf).total)
+        return got[2]
 
     def memory(self, tp: TablePlan, tiers: list[str]) -> np.ndarray:
-        """`_memory` of a table plan (read only)."""
+        """`_memory` of a table plan (read only): trials that do not fit are not priced."""
         got = self._of(tp)
         if got[3] is None:
             got[3] = self._shape_memory(tp, tiers)
@@ -153,8 +162,9 @@ class _Delta:
         costs (TorchRec's rating from its per-rank loads either way)."""
         parts = []
         for name, tp in change.items():
-            old, new = self._of(self.tables[name]), self._of(tp)
-            parts += [old[1][0], old[1][1], old[2], new[1][0], new[1][1], new[2]]
+            for x in (self.tables[name], tp):
+                e = self._of(x)
+                parts += [*(e[1] or self._block(x)), e[2] if e[2] is not None else self._loads(x)]
         if len(parts) == 6:
             parts += _NONE
         if len(self.sums) < 3 + self.g + len(self.coll):  # a collective first seen in this change: zero rows
@@ -164,6 +174,8 @@ class _Delta:
         if len(self.cgroup) != len(self.coll):
             self.cgroup = np.array([c[0] for c in self.coll], dtype=np.int64)
             self.cmean = np.array([c[1] for c in self.coll], dtype=np.bool_)
+        if self.tload is None:
+            self.tload = self.trec.rank_loads(self.plan) if self.trec is not None else np.zeros(self.w)
         work, comms, mask, rating = price_change(self.sums, self.rmax, self.rsum, self.tload, *parts, self.g,
                                                  self.cgroup, self.cmean)
         if not self.fast:

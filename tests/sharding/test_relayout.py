@@ -145,24 +145,56 @@ def test_the_incremental_price_of_a_trial_equals_plan_cost_with_and_without_stag
     from sharding.relayout import _Delta, _options
     stages = ("input_dist", "lookup", "output_dist", "output_dist_bwd", "lookup_bwd", "optimizer")
     for calibrated in (False, True):
-        wl, cost, _, tabs = _case(2)
+        wl, cost, trec, tabs = _case(2)
         if calibrated:
             topo = replace(cost.topology, device="cpu", stage_overhead={
                 g: {s: 1e-5 * (1 + i + j) for j, s in enumerate(stages)}
                 for i, g in enumerate(("base", "TW", "CW", "RW", "TWRW", "DP"))})
-            cost = CostModel(wl, topo)
+            cost, trec = CostModel(wl, topo), TorchRecCostModel(wl, topo)
         plan = ShardingPlan(8, {"h0": table_plan(tabs["h0"], TWRW, [0, 1, 2, 3], "hbm"),
                                 "h1": table_plan(tabs["h1"], TWRW, [4, 5, 6, 7], "hbm"), **_small_spread(tabs)})
-        delta, tried = _Delta(cost, plan), 0
+        delta, tried = _Delta(cost, plan, trec), 0
         for name in plan.tables:
             for change in _options(cost, plan, name, replicas=True):
-                exact = cost.plan_cost(ShardingPlan(8, {**plan.tables, **change}))
-                assert abs(delta.price(change) - exact) <= 1e-12 * exact
+                _check_price(cost, trec, delta, plan, change)
                 tried += 1
         assert tried > 10
         change = {"h0": table_plan(tabs["h0"], RW, list(range(8)), "hbm")}  # a change applied, then priced on
         delta.apply(change)
         plan = ShardingPlan(8, {**plan.tables, **change})
-        change = {"s0": table_plan(tabs["s0"], DP, list(range(8)), "hbm")}
-        exact = cost.plan_cost(ShardingPlan(8, {**plan.tables, **change}))
-        assert abs(delta.price(change) - exact) <= 1e-12 * exact
+        _check_price(cost, trec, delta, plan, {"s0": table_plan(tabs["s0"], DP, list(range(8)), "hbm")})
+
+
+def _check_price(cost: CostModel, trec: TorchRecCostModel, delta, plan: ShardingPlan, change: dict) -> None:  # noqa: ANN001
+    trial = ShardingPlan(8, {**plan.tables, **change})
+    exact, rating = cost.plan_cost(trial), trec.plan_cost(trial)
+    ours, theirs = delta.price(change)  # compiled over the touched rows (the reference with stage costs)
+    assert abs(ours - exact) <= 1e-12 * exact and abs(theirs - rating) <= 1e-12 * rating
+    assert abs(delta.price_reference(change) - exact) <= 1e-12 * exact
+
+
+def test_relayout_makes_the_same_plans_with_the_reference_price(monkeypatch) -> None:  # noqa: ANN001
+    """The compiled price (`relayout_kernel`) and TorchRec's incremental rating only rule trials out: on seeded
+    random plans, with and without the final polish, `relayout` returns the same plan as with the numpy
+    reference price and no TorchRec filter."""
+    import random
+
+    from sharding.relayout import _Delta
+    wl, cost, trec, tabs = _case(3)
+    starts = []
+    for seed in range(6):
+        rng = random.Random(seed)
+        tables = {}
+        for name, t in tabs.items():
+            st = rng.choice([TW, TWRW] if name.startswith("h") else [TW, TW, RW])
+            host = rng.randrange(2)
+            ranks = [rng.randrange(8)] if st == TW else list(range(8)) if st == RW else list(range(4 * host, 4 * host + 4))
+            tables[name] = table_plan(t, st, ranks, "hbm")
+        starts.append(ShardingPlan(8, tables))
+    fast = [relayout(cost, trec, p, 200, trec.plan_cost(p) * cap, pareto) for p in starts
+            for cap in (1.0, 1.5) for pareto in (False, True)]
+    monkeypatch.setattr(_Delta, "price", lambda self, change: (self.price_reference(change), float("-inf")))
+    slow = [relayout(cost, trec, p, 200, trec.plan_cost(p) * cap, pareto) for p in starts
+            for cap in (1.0, 1.5) for pareto in (False, True)]
+    assert sum(x is not None for x in fast) >= 6
+    assert [x and x.to_dict() for x in fast] == [x and x.to_dict() for x in slow]

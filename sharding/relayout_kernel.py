@@ -1,0 +1,85 @@
+"""`relayout._Delta.price`'s step formula over a trial's changed rows, compiled (numba): the current plan's per-row
+maxima and sums are kept, only the rows the changed tables touch are summed again (less their old rows, plus their
+new ones), and TorchRec's rating of the trial is the maximum of the current per-rank loads less the old tables'
+plus the new ones'. The numpy version copied the whole (rows, W) table and took every row's maximum for each trial
+(issue 16: 499 trials on f41 of `sharding.family`, a third of step 6).
+
+The sums are those of `_Delta.price_reference` in another order (equal to rounding, ~1e-16 of the step): the
+prices only rule trials out within `relayout._MARGIN`, every decision is taken on exact prices.
+tests/sharding/test_relayout.py checks both prices against `plan_cost` and the plans of both paths.
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba import njit
+
+__all__ = ["price_change"]
+
+
+@njit(cache=True)
+def _add(vec: np.ndarray, r: int, rows: np.ndarray, block: np.ndarray, sign: float) -> None:
+    for j in range(rows.shape[0]):
+        if rows[j] == r:
+            for k in range(vec.shape[0]):
+                vec[k] += sign * block[j, k]
+
+
+@njit(cache=True)
+def _mark(touched: np.ndarray, rows: np.ndarray) -> None:
+    for j in range(rows.shape[0]):
+        touched[rows[j]] = True
+
+
+@njit(cache=True)
+def price_change(sums: np.ndarray, rmax: np.ndarray, rsum: np.ndarray, tload: np.ndarray,
+                 ro1: np.ndarray, bo1: np.ndarray, to1: np.ndarray, rn1: np.ndarray, bn1: np.ndarray, tn1: np.ndarray,
+                 ro2: np.ndarray, bo2: np.ndarray, to2: np.ndarray, rn2: np.ndarray, bn2: np.ndarray, tn2: np.ndarray,
+                 g: int, cgroup: np.ndarray, cmean: np.ndarray) -> tuple[float, float, int, float]:
+    """(Σ of the 3 work rows' maxima, the collectives' seconds of the groups present, the groups present as bits,
+    TorchRec's maximum rank load) of `sums` (rows: fwd, bwd, optimizer work; `g` shard counts per group; one per
+    collective, of group `cgroup`, priced by the mean where `cmean`; row maxima `rmax`, sums `rsum`) and TorchRec's
+    loads `tload`, less one or two old tables (rows `ro`, values `bo`, TorchRec's loads `to`) and plus their new
+    plans (`rn`, `bn`, `tn`); the second table's arrays are empty for a change of one."""
+    n, w = sums.shape
+    touched = np.zeros(n, dtype=np.bool_)
+    _mark(touched, ro1)
+    _mark(touched, rn1)
+    _mark(touched, ro2)
+    _mark(touched, rn2)
+    mx, sm = rmax.copy(), rsum.copy()
+    vec = np.empty(w)
+    for r in range(n):
+        if touched[r]:
+            vec[:] = sums[r]
+            _add(vec, r, ro1, bo1, -1.0)
+            _add(vec, r, rn1, bn1, 1.0)
+            _add(vec, r, ro2, bo2, -1.0)
+            _add(vec, r, rn2, bn2, 1.0)
+            hi, tot = -np.inf, 0.0
+            for k in range(w):
+                tot += vec[k]
+                if vec[k] > hi:
+                    hi = vec[k]
+            mx[r], sm[r] = hi, tot
+    mask = 0
+    for i in range(g):
+        if mx[3 + i] > 0.5:
+            mask |= 1 << i
+    comms = 0.0
+    for i in range(cgroup.shape[0]):
+        if (mask >> cgroup[i]) & 1:
+            comms += sm[3 + g + i] / w if cmean[i] else mx[3 + g + i]
+    b = -np.inf
+    two = to2.shape[0] > 0
+    for k in range(w):
+        v = tload[k] - to1[k] + tn1[k]
+        if two:
+            v = v - to2[k] + tn2[k]
+        if v > b:
+            b = v
+    return mx[0] + mx[1] + mx[2], comms, mask, b
+
+
+_V, _M, _I = numba.float64[::1], numba.float64[:, ::1], numba.int64[::1]  # compiled at import (numba's disk cache)
+price_change.compile((_M, _V, _V, _V, *((_I, _M, _V) * 4), numba.int64, _I, numba.boolean[::1]))

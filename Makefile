@@ -33,7 +33,7 @@ $(STAMP): requirements/cpu.txt requirements/gpu.txt requirements/common.txt pypr
 	  $$(grep -v -e '^torchrec' -e '^#' requirements/common.txt))
 	$(call step,torchrec without its dependencies (pinned above),$(PIP) --no-deps torchrec==1.8.0)
 	$(call step,dlrmbench itself (editable),$(PIP) --no-deps -e .)
-	$(call step,the planner's numba kernels (compiled once into their cache: about 45 s of CPU),$(PY) -c 'import sharding.optimizer')
+	$(call step,the planner's numba kernels (compiled once into their cache: about a minute of CPU),$(PY) -c 'import sharding.optimizer')
 	$(call step,pip check,$(PY) -m pip check | grep -v '$(EXPECTED)' | { ! grep .; })
 	@rm -f $(VENV)/.installed-*
 	@touch $@

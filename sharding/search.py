@@ -67,9 +67,10 @@ class Resources:
         self.option_arrays: dict[tuple, dict] = {} if share is None else share.option_arrays  # `Builder._price_all`
 
     def const(self, groups: set[ShardingType]) -> float:
-        """Fixed seconds of the step with these groups present (same on every rank); memoised by the groups in
-        their iteration order, which decides the order of the sum."""
-        key = tuple(groups)
+        """Fixed seconds of the step with these groups present (same on every rank), summed in `STYPES`' order: a
+        set of `ShardingType`s (a str Enum) iterates in an order that changes with PYTHONHASHSEED, and with it the
+        sum's last bit, from one process to the next."""
+        key = tuple(sorted(groups, key=STYPES.index))
         if key not in self._consts:
             lat, work = self.cost._fixed({g: set() for g in key}, self.w)
             self._consts[key] = float(lat + work[:, 0].sum())

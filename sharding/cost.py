@@ -48,14 +48,12 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from itertools import chain
-from operator import itemgetter
 
 import numpy as np
 
 from embedding.spec import DTYPE_BYTES, TableSpec
 from sharding.plan import Shard, ShardingPlan, ShardingType, TablePlan
-from sharding.rank_sums import total_of
+from sharding.rank_sums import flatten, total_flat
 from sharding.topology import Topology
 from sharding.workload import PlanWorkload
 
@@ -583,47 +581,52 @@ class CostModel:
     def _accumulate(self, plan: ShardingPlan, memory: bool) -> tuple[np.ndarray, np.ndarray, dict, dict, dict]:
         """Per rank, summed over its shards: (fwd, bwd, optimizer) work (3, W), shard counts, each collective's
         seconds ((group, pass, op) -> (W,)), the ranks holding each group, and (with `memory`) bytes per tier.
-        Each entry gets its shards' terms in table order (`total_of`: one compiled call). A table plan's share
-        (`_table_sums`) is worked out once per table plan object, which is immutable: the optimizer's candidates
-        share most of theirs (f41: 1,708 table ratings, 368 table plans; r1000: 15,000, 10,782)."""
-        w, cache = plan.world_size, self._tables[memory]
-        if len(cache) >= _TABLE_SUMS:  # a bound on what a long-lived model keeps: ratings are unchanged
-            cache.clear()
-        tps = list(plan.tables.values())
-        got = list(map(cache.get, map(id, tps)))
-        for i, e in enumerate(got):
-            if e is None or e[0] is not tps[i]:
-                got[i] = self._table_sums(tps[i], memory)
-        held: dict[ShardingType, set[int]] = {}
-        for st, ranks in dict.fromkeys(map(itemgetter(1), got)):  # (group, ranks) in first-seen order
-            held.setdefault(st, set()).update(ranks)
+        Each entry gets its shards' terms in table order (`RankSums`: one compiled call). A table plan's share
+        (`_table_sums`) is worked out once per table plan object: the optimizer's candidates share most of
+        theirs (f41: 1,708 table ratings, 368 table plans), and table plans are immutable."""
+        w = plan.world_size
         coll: dict[tuple[ShardingType, str, str], int] = {}  # (group, pass, op) -> row, in first-seen order
         mems: dict[str, int] = {}  # tier -> row, in first-seen order
-        keys = list(chain.from_iterable(map(itemgetter(3), got)))  # one tuple per distinct list of the shapes'
-        for ks in dict(zip(map(id, keys), keys, strict=True)).values():  # keys: `_step` sums collectives in
-            for k, q in ks:  # the order they are first seen
-                if k not in coll and k not in mems:
-                    (mems if isinstance(k, str) else coll)[k] = q
-        table = total_of(list(chain.from_iterable(map(itemgetter(2), got))), len(self._rows), w)
+        held: dict[ShardingType, set[int]] = {}
+        flats: list[tuple] = []
+        push, seen, cache = flats.append, set(), self._tables[memory]
+        for tp in plan.tables.values():
+            got = cache.get(id(tp))
+            if got is None or got[0] is not tp:
+                got = self._table_sums(tp, memory)
+            push(got[2])
+            group = held.setdefault(got[1], set())
+            if len(group) < w:  # a group on every rank already (data-parallel's) gains nothing
+                group.update(got[3])
+            for keys in got[4]:  # first seen here (one tuple per distinct list): `_step` sums collectives in
+                if id(keys) not in seen:  # that order
+                    seen.add(id(keys))
+                    for k, q in keys:
+                        if k not in coll and k not in mems:
+                            (mems if isinstance(k, str) else coll)[k] = q
+        table = total_flat(flats, len(self._rows), w)
         mem: dict[str, np.ndarray] = {t.name: np.zeros(w) for t in self.topology.tiers}
         mem.update({k: table[q] for k, q in mems.items()})
         return (table[:3], table[3].astype(np.int64), {k: table[q] for k, q in coll.items()}, held, mem)
 
     def _table_sums(self, tp: TablePlan, memory: bool) -> tuple:
-        """One table plan's share of `_accumulate`, memoised by the object (the entry keeps it alive, so its id is
-        not reused): (tp, (its group, the ranks holding its shards) interned, its shapes' (rows of the sums,
-        values, ranks), the shapes' distinct collective/tier key tuples in first-seen order)."""
+        """One table plan's share of `_accumulate`, memoised by the object (which the entry keeps alive, so its id
+        is not reused): (tp, its group, its shapes' additions flattened (`flatten`), the ranks holding them, the
+        distinct collective/tier key tuples in the order its shapes first name them)."""
+        cache = self._tables[memory]
+        if len(cache) >= _TABLE_SUMS:  # a bound on what a long-lived model keeps: ratings are unchanged
+            cache.clear()
         t, st = self.tables[tp.name], tp.sharding_type
-        memo, terms, shapes, keys = self._memo, self._terms, [], []
+        memo, terms = self._memo, self._terms
+        shapes, ranks, keys = [], set(), []
         for (rows, cols, tier, cf), where in tp.alike().items():
             got = memo.get(("a", t.name, st, rows, cols, tier, cf, memory)) or terms(t, st, rows, cols, tier, cf,
                                                                                        memory)
             shapes.append((got[0], got[1], where))
-            if got[2] not in keys:  # equal key tuples are one object (`_terms`)
+            ranks.update(where)
+            if not any(k is got[2] for k in keys):
                 keys.append(got[2])
-        ranks = frozenset(chain.from_iterable(map(itemgetter(2), shapes)))
-        held = self._memo.setdefault(("held", st, ranks), (st, ranks))  # equal ones one object: quick to compare
-        got = self._tables[memory][id(tp)] = (tp, held, tuple(shapes), tuple(keys))
+        got = cache[id(tp)] = (tp, st, flatten(shapes), frozenset(ranks), tuple(keys))
         return got
 
     def _terms(self, t: TableSpec, st: ShardingType, rows: int, cols: int, tier: str, cache_fraction: float,

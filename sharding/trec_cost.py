@@ -19,15 +19,13 @@ agree to 1e-9. With B = batch per rank, L = pooling, W = world, H = local world,
 from __future__ import annotations
 
 import math
-from itertools import chain
-from operator import itemgetter
 
 import numpy as np
 
 from embedding.spec import DTYPE_BYTES, TableSpec
 from sharding.cost import _TABLE_SUMS, ShardCost, _shard_cost
 from sharding.plan import ShardingPlan, ShardingType, TablePlan
-from sharding.rank_sums import total_of
+from sharding.rank_sums import flatten, total_flat
 from sharding.topology import Topology
 from sharding.workload import PlanWorkload
 
@@ -180,25 +178,25 @@ class TorchRecCostModel:
     def rank_loads(self, plan: ShardingPlan) -> np.ndarray:
         """Per rank, the summed Perf.total of its shards (seconds). A table plan's share is worked out once per
         table plan object (`_table_sums`; the optimizer's candidates share most of theirs)."""
-        if len(self._tables) >= _TABLE_SUMS:  # a bound on what a long-lived model keeps: ratings are unchanged
-            self._tables.clear()
-        tps = list(plan.tables.values())
-        got = list(map(self._tables.get, map(id, tps)))
-        for i, e in enumerate(got):
-            if e is None or e[0] is not tps[i]:
-                got[i] = self._table_sums(tps[i])
-        return total_of(list(chain.from_iterable(map(itemgetter(1), got))), 1, plan.world_size)[0]
+        flats: list[tuple] = []
+        push, cache = flats.append, self._tables
+        for tp in plan.tables.values():
+            got = cache.get(id(tp))
+            push((got if got is not None and got[0] is tp else self._table_sums(tp))[1])
+        return total_flat(flats, 1, plan.world_size)[0]
 
     def _table_sums(self, tp: TablePlan) -> tuple:
-        """(tp, its shapes' additions to `rank_loads`' one row: (row, Perf.total, ranks)), memoised by the object
-        (the entry keeps it alive, so its id is not reused)."""
+        """(tp, its shapes' additions to `rank_loads`' one row, `flatten`ed), memoised by the object (kept alive
+        by the entry, so its id is not reused)."""
+        if len(self._tables) >= _TABLE_SUMS:  # a bound on what a long-lived model keeps: ratings are unchanged
+            self._tables.clear()
         t, st, totals, shapes = self.tables[tp.name], tp.sharding_type, self._totals, []
         for (rows, cols, tier, cf), where in tp.alike().items():
             total = totals.get((t.name, st, cols, tier, cf))  # `shard_cost`'s key
             if total is None:
                 total = totals[(t.name, st, cols, tier, cf)] = (self.shard_cost(t, st, rows, cols, tier, cf).total,)
             shapes.append((_ROW0, total, where))
-        got = self._tables[id(tp)] = (tp, tuple(shapes))
+        got = self._tables[id(tp)] = (tp, flatten(shapes))
         return got
 
     def plan_cost(self, plan: ShardingPlan) -> float:

@@ -11,7 +11,7 @@ from sharding import CostModel, PlanWorkload, load_topology, optimize
 from sharding.baselines import BASELINES
 from sharding.layouts import table_plan
 from sharding.plan import ShardingPlan, ShardingType
-from sharding.rank_sums import RankSums
+from sharding.rank_sums import RankSums, flatten, total_flat
 from sharding.tablesets import load_tables
 from sharding.trec_cost import TorchRecCostModel
 
@@ -132,6 +132,21 @@ def test_the_compiled_sums_add_each_term_in_order_and_once_per_listed_rank() -> 
         for q, x in zip(at, vals, strict=True):
             _adder(where)(expect[q], x)
     assert _bits(sums.total(5, 7)) == _bits(expect)
+
+
+def test_flattened_runs_of_groups_sum_as_the_groups_do() -> None:
+    rng = np.random.default_rng(1)
+    sums, flats, run = RankSums(), [], []
+    for i in range(200):
+        at = tuple(int(q) for q in rng.integers(0, 5, rng.integers(1, 4)))
+        vals = tuple(float(x) for x in rng.standard_normal(len(at)) * 10.0 ** rng.integers(-8, 8, len(at)))
+        run.append((at, vals, [int(r) for r in rng.integers(0, 7, rng.integers(1, 9))]))
+        sums.groups.append(run[-1])
+        if i % 3 == 2 or i == 199:  # runs of one to three groups, as a table plan's shapes
+            flats.append(flatten(run))
+            run = []
+    flats.insert(5, flatten([]))  # a table plan without shards adds nothing
+    assert _bits(total_flat(flats, 5, 7)) == _bits(sums.total(5, 7))
 
 
 def _remixed(plans: list[ShardingPlan]) -> list[ShardingPlan]:

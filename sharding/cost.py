@@ -52,8 +52,8 @@ from functools import lru_cache
 import numpy as np
 
 from embedding.spec import DTYPE_BYTES, TableSpec
-from sharding.plan import Shard, ShardingPlan, ShardingType, TablePlan
-from sharding.rank_sums import flatten, total_flat
+from sharding.plan import Shard, ShardingPlan, ShardingType
+from sharding.rank_sums import RankSums
 from sharding.topology import Topology
 from sharding.workload import PlanWorkload
 
@@ -75,7 +75,6 @@ COLLECTIVE_CALLS = {
     ShardingType.DATA_PARALLEL: (("bwd", "all_reduce"),)}
 _COMM_STAGES = {"fwd": ("input_dist", "output_dist"), "bwd": ("output_dist_bwd",)}
 _WORK_STAGES = {"fwd": ("lookup",), "bwd": ("lookup_bwd", "optimizer")}
-_TABLE_SUMS = 1 << 17  # table plans `_table_sums` keeps per model before it starts over
 Message = tuple[str, str, float, float]  # (pass, op, bytes within the host, bytes across hosts) leaving a rank
 
 
@@ -216,7 +215,6 @@ class CostModel:
         self.tables = {t.name: t for t in workload.tables}
         self._memo: dict[tuple, object] = {}  # replicated and equal-sized shards share one price
         self._rows: dict[object, int] = {0: 0, 1: 1, 2: 2, 3: 3}  # `_accumulate`'s sums: work, count, then keys
-        self._tables: dict[bool, dict[int, tuple]] = {False: {}, True: {}}  # `_table_sums` by memory, id
 
     def outside(self) -> float:
         """Seconds per step outside the embedding stages (loss, its backward, the dense gradients, framework),
@@ -581,53 +579,31 @@ class CostModel:
     def _accumulate(self, plan: ShardingPlan, memory: bool) -> tuple[np.ndarray, np.ndarray, dict, dict, dict]:
         """Per rank, summed over its shards: (fwd, bwd, optimizer) work (3, W), shard counts, each collective's
         seconds ((group, pass, op) -> (W,)), the ranks holding each group, and (with `memory`) bytes per tier.
-        Each entry gets its shards' terms in table order (`RankSums`: one compiled call). A table plan's share
-        (`_table_sums`) is worked out once per table plan object: the optimizer's candidates share most of
-        theirs (f41: 1,708 table ratings, 368 table plans), and table plans are immutable."""
+        Each entry gets its shards' terms in table order (`RankSums`: one compiled call)."""
         w = plan.world_size
         coll: dict[tuple[ShardingType, str, str], int] = {}  # (group, pass, op) -> row, in first-seen order
         mems: dict[str, int] = {}  # tier -> row, in first-seen order
         held: dict[ShardingType, set[int]] = {}
-        flats: list[tuple] = []
-        push, seen, cache = flats.append, set(), self._tables[memory]
+        sums = RankSums()
+        push, seen, memo, terms = sums.groups.append, set(), self._memo, self._terms
         for tp in plan.tables.values():
-            got = cache.get(id(tp))
-            if got is None or got[0] is not tp:
-                got = self._table_sums(tp, memory)
-            push(got[2])
-            group = held.setdefault(got[1], set())
-            if len(group) < w:  # a group on every rank already (data-parallel's) gains nothing
-                group.update(got[3])
-            for keys in got[4]:  # first seen here (one tuple per distinct list): `_step` sums collectives in
-                if id(keys) not in seen:  # that order
-                    seen.add(id(keys))
-                    for k, q in keys:
+            t, st = self.tables[tp.name], tp.sharding_type
+            group = held.setdefault(st, set())
+            for (rows, cols, tier, cf), where in tp.alike().items():
+                got = memo.get(("a", t.name, st, rows, cols, tier, cf, memory)) or terms(t, st, rows, cols, tier,
+                                                                                           cf, memory)
+                push((got[0], got[1], where))
+                if len(group) < w:  # a group on every rank already (data-parallel's) gains nothing
+                    group.update(where)
+                if id(got[2]) not in seen:  # first seen here (one tuple per distinct list): `_step` sums
+                    seen.add(id(got[2]))  # collectives in that order
+                    for k, q in got[2]:
                         if k not in coll and k not in mems:
                             (mems if isinstance(k, str) else coll)[k] = q
-        table = total_flat(flats, len(self._rows), w)
+        table = sums.total(len(self._rows), w)
         mem: dict[str, np.ndarray] = {t.name: np.zeros(w) for t in self.topology.tiers}
         mem.update({k: table[q] for k, q in mems.items()})
         return (table[:3], table[3].astype(np.int64), {k: table[q] for k, q in coll.items()}, held, mem)
-
-    def _table_sums(self, tp: TablePlan, memory: bool) -> tuple:
-        """One table plan's share of `_accumulate`, memoised by the object (which the entry keeps alive, so its id
-        is not reused): (tp, its group, its shapes' additions flattened (`flatten`), the ranks holding them, the
-        distinct collective/tier key tuples in the order its shapes first name them)."""
-        cache = self._tables[memory]
-        if len(cache) >= _TABLE_SUMS:  # a bound on what a long-lived model keeps: ratings are unchanged
-            cache.clear()
-        t, st = self.tables[tp.name], tp.sharding_type
-        memo, terms = self._memo, self._terms
-        shapes, ranks, keys = [], set(), []
-        for (rows, cols, tier, cf), where in tp.alike().items():
-            got = memo.get(("a", t.name, st, rows, cols, tier, cf, memory)) or terms(t, st, rows, cols, tier, cf,
-                                                                                       memory)
-            shapes.append((got[0], got[1], where))
-            ranks.update(where)
-            if not any(k is got[2] for k in keys):
-                keys.append(got[2])
-        got = cache[id(tp)] = (tp, st, flatten(shapes), frozenset(ranks), tuple(keys))
-        return got
 
     def _terms(self, t: TableSpec, st: ShardingType, rows: int, cols: int, tier: str, cache_fraction: float,
                memory: bool) -> tuple[tuple[int, ...], tuple[float, ...], tuple[tuple[object, int], ...]]:

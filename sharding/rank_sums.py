@@ -8,7 +8,7 @@ the same (tests/sharding/test_rank_sums.py).
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from itertools import chain
 from operator import itemgetter
 
@@ -16,7 +16,7 @@ import numba
 import numpy as np
 from numba import njit
 
-__all__ = ["RankSums", "add_terms", "flatten", "total_flat"]
+__all__ = ["RankSums", "add_terms"]
 
 
 @njit(cache=True)
@@ -50,34 +50,6 @@ class RankSums:
         add_terms(out, np.fromiter(chain.from_iterable(at), np.int64), np.fromiter(chain.from_iterable(vals), np.float64),
                   _offsets(at, n), np.fromiter(chain.from_iterable(where), np.int64), _offsets(where, n))
         return out
-
-
-def flatten(groups: Sequence[tuple[Sequence[int], Sequence[float], Sequence[int]]],
-            ) -> tuple[tuple[int, ...], tuple[float, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
-    """A run of `RankSums.groups` entries (one table's shapes) as (rows, values, terms per shape, ranks, ranks per
-    shape), each concatenated: what `total_flat` reads, so that a cost model keeps one tuple per table plan."""
-    at, vals, where = zip(*groups, strict=True) if groups else ((), (), ())
-    c = chain.from_iterable
-    return (tuple(c(at)), tuple(c(vals)), tuple(map(len, at)), tuple(c(where)), tuple(map(len, where)))
-
-
-def total_flat(flats: list[tuple], n_rows: int, world: int) -> np.ndarray:
-    """`RankSums.total` of the groups that the `flatten`ed runs `flats` hold, in order: the same additions in the
-    same order (bitwise the same sums: tests/sharding/test_rank_sums.py)."""
-    at, vals, nv, where, nw = (list(map(itemgetter(i), flats)) for i in range(5))
-    c = chain.from_iterable
-    out = np.zeros((n_rows, world))
-    add_terms(out, np.fromiter(c(at), np.int64), np.fromiter(c(vals), np.float64), _starts(c(nv)),
-              np.fromiter(c(where), np.int64), _starts(c(nw)))
-    return out
-
-
-def _starts(lengths: Iterable[int]) -> np.ndarray:
-    """Where each of n runs of these lengths starts in their concatenation, and the end (n + 1 offsets)."""
-    n = np.fromiter(lengths, np.int64)
-    out = np.zeros(len(n) + 1, dtype=np.int64)
-    np.cumsum(n, out=out[1:])
-    return out
 
 
 def _offsets(seqs: list[Sequence], n: int) -> np.ndarray:

@@ -23,9 +23,9 @@ import math
 import numpy as np
 
 from embedding.spec import DTYPE_BYTES, TableSpec
-from sharding.cost import _TABLE_SUMS, ShardCost, _shard_cost
-from sharding.plan import ShardingPlan, ShardingType, TablePlan
-from sharding.rank_sums import flatten, total_flat
+from sharding.cost import ShardCost, _shard_cost
+from sharding.plan import ShardingPlan, ShardingType
+from sharding.rank_sums import RankSums
 from sharding.topology import Topology
 from sharding.workload import PlanWorkload
 
@@ -61,7 +61,6 @@ class TorchRecCostModel:
         self.tables = {t.name: t for t in workload.tables}
         self._memo: dict[tuple, ShardCost] = {}
         self._totals: dict[tuple, tuple[float]] = {}  # `rank_loads`: (Perf.total,) per `shard_cost` key
-        self._tables: dict[int, tuple] = {}  # `_table_sums` by the table plan's id
 
     def _kernel_bw(self, kernel: str, cache_fraction: float) -> float:
         topo = self.topology
@@ -176,28 +175,17 @@ class TorchRecCostModel:
         return ShardCost(fwd, fwd * mult, 0.0, ar + table * DP_ELEMENTWISE_KERNELS_PERF_FACTOR / bw)
 
     def rank_loads(self, plan: ShardingPlan) -> np.ndarray:
-        """Per rank, the summed Perf.total of its shards (seconds). A table plan's share is worked out once per
-        table plan object (`_table_sums`; the optimizer's candidates share most of theirs)."""
-        flats: list[tuple] = []
-        push, cache = flats.append, self._tables
+        """Per rank, the summed Perf.total of its shards (seconds)."""
+        sums = RankSums()
+        push, totals = sums.groups.append, self._totals
         for tp in plan.tables.values():
-            got = cache.get(id(tp))
-            push((got if got is not None and got[0] is tp else self._table_sums(tp))[1])
-        return total_flat(flats, 1, plan.world_size)[0]
-
-    def _table_sums(self, tp: TablePlan) -> tuple:
-        """(tp, its shapes' additions to `rank_loads`' one row, `flatten`ed), memoised by the object (kept alive
-        by the entry, so its id is not reused)."""
-        if len(self._tables) >= _TABLE_SUMS:  # a bound on what a long-lived model keeps: ratings are unchanged
-            self._tables.clear()
-        t, st, totals, shapes = self.tables[tp.name], tp.sharding_type, self._totals, []
-        for (rows, cols, tier, cf), where in tp.alike().items():
-            total = totals.get((t.name, st, cols, tier, cf))  # `shard_cost`'s key
-            if total is None:
-                total = totals[(t.name, st, cols, tier, cf)] = (self.shard_cost(t, st, rows, cols, tier, cf).total,)
-            shapes.append((_ROW0, total, where))
-        got = self._tables[id(tp)] = (tp, flatten(shapes))
-        return got
+            t, st = self.tables[tp.name], tp.sharding_type
+            for (rows, cols, tier, cf), where in tp.alike().items():
+                total = totals.get((t.name, st, cols, tier, cf))  # `shard_cost`'s key
+                if total is None:
+                    total = totals[(t.name, st, cols, tier, cf)] = (self.shard_cost(t, st, rows, cols, tier, cf).total,)
+                push((_ROW0, total, where))
+        return sums.total(1, plan.world_size)[0]
 
     def plan_cost(self, plan: ShardingPlan) -> float:
         """TorchRec's rating of the plan: max over ranks of summed shard perf (seconds; TorchRec prints ms)."""

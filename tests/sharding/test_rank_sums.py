@@ -11,7 +11,7 @@ from sharding import CostModel, PlanWorkload, load_topology, optimize
 from sharding.baselines import BASELINES
 from sharding.layouts import table_plan
 from sharding.plan import ShardingPlan, ShardingType
-from sharding.rank_sums import RankSums, flatten, total_flat
+from sharding.rank_sums import RankSums
 from sharding.tablesets import load_tables
 from sharding.trec_cost import TorchRecCostModel
 
@@ -132,48 +132,3 @@ def test_the_compiled_sums_add_each_term_in_order_and_once_per_listed_rank() -> 
         for q, x in zip(at, vals, strict=True):
             _adder(where)(expect[q], x)
     assert _bits(sums.total(5, 7)) == _bits(expect)
-
-
-def test_flattened_runs_of_groups_sum_as_the_groups_do() -> None:
-    rng = np.random.default_rng(1)
-    sums, flats, run = RankSums(), [], []
-    for i in range(200):
-        at = tuple(int(q) for q in rng.integers(0, 5, rng.integers(1, 4)))
-        vals = tuple(float(x) for x in rng.standard_normal(len(at)) * 10.0 ** rng.integers(-8, 8, len(at)))
-        run.append((at, vals, [int(r) for r in rng.integers(0, 7, rng.integers(1, 9))]))
-        sums.groups.append(run[-1])
-        if i % 3 == 2 or i == 199:  # runs of one to three groups, as a table plan's shapes
-            flats.append(flatten(run))
-            run = []
-    flats.insert(5, flatten([]))  # a table plan without shards adds nothing
-    assert _bits(total_flat(flats, 5, 7)) == _bits(sums.total(5, 7))
-
-
-def _remixed(plans: list[ShardingPlan]) -> list[ShardingPlan]:
-    """Plans made of other plans' table plan objects, in other orders (what a model's per-table-plan memo meets
-    when the optimizer rates candidates that share tables)."""
-    out = []
-    for a, b in zip(plans, plans[1:], strict=False):
-        names = list(a.tables)
-        tables = {n: (b if i % 2 else a).tables[n] for i, n in enumerate(reversed(names))}
-        out.append(ShardingPlan(a.world_size, tables))
-    return out
-
-
-@pytest.mark.parametrize("memory", [False, True])
-def test_ratings_of_table_plans_seen_before_are_the_former_sums_bit_for_bit(memory: bool) -> None:
-    wl, topo, plans = _plans()
-    cost, trec = CostModel(wl, topo), TorchRecCostModel(wl, topo)
-    for plan in plans:
-        cost._accumulate(plan, memory)
-        trec.rank_loads(plan)
-    again = _remixed(plans)
-    assert all(id(tp) in cost._tables[memory] and id(tp) in trec._tables for p in again for tp in p.tables.values())
-    for plan in [*plans, *again]:
-        parts, count, coll, held, mem = cost._accumulate(plan, memory)
-        parts0, count0, coll0, held0, mem0 = _former_accumulate(CostModel(wl, topo), plan, memory)
-        assert _bits(parts) == _bits(parts0) and _bits(count) == _bits(count0)
-        assert list(coll) == list(coll0) and all(_bits(coll[k]) == _bits(coll0[k]) for k in coll0)
-        assert held == held0 and list(held) == list(held0)
-        assert list(mem) == list(mem0) and all(_bits(mem[k]) == _bits(mem0[k]) for k in mem0)
-        assert _bits(trec.rank_loads(plan)) == _bits(_former_rank_loads(TorchRecCostModel(wl, topo), plan))

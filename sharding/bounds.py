@@ -103,7 +103,8 @@ def _table_terms(cost: CostModel | TorchRecCostModel, name: str, tiers: list[str
         ranks (`CostModel.collective_price`) adds 1/W of its seconds to the step, wherever the shard lies."""
         if one is not None:  # `shard_cost`'s memo key (cache fraction 0.0)
             c = memo.get(("c", name, st, rows, cols, one, 0.0) if ours else (name, st, cols, one, 0.0))
-            c = (c if c is not None else shard_cost(t, st, rows, cols, one)).total
+            c = c if c is not None else shard_cost(t, st, rows, cols, one)
+            c = c.fwd_compute + c.bwd_compute + c.fwd_comms + c.bwd_comms + c.optimizer  # `.total`, one call less
         else:
             c = min(shard_cost(t, st, rows, cols, x).total for x in tiers)
         if not spread:
@@ -123,7 +124,7 @@ def _table_terms(cost: CostModel | TorchRecCostModel, name: str, tiers: list[str
             dp, dp_piece = price(DP, t.rows, t.dim)
         else:  # RW over all ranks, TWRW over a host; n = 1 too: TorchRec prices a lone RW shard below a TW one
             cs = [(*price(st, r, cols), k) for r, cols, k in shards]
-            work, piece = min(work, sum(c * k for c, _, k in cs)), min(piece, max(cp for _, cp, _ in cs))
+            work, piece = min(work, sum([c * k for c, _, k in cs])), min(piece, max([cp for _, cp, _ in cs]))
     work_dp, piece_dp = min(work, dp * w), min(piece, dp_piece)
     return work_dp, piece_dp, work, piece
 

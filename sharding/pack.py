@@ -30,9 +30,10 @@ from sharding.choose_kernel import choose_options
 from sharding.layouts import column_splits, row_ranges, row_sizes, table_plan, torchrec_column_pieces
 from sharding.lns import loads_of
 from sharding.plan import ShardingPlan, ShardingType
-from sharding.retype_kernel import lexmin_host, merge_trial, replicas_score
+from sharding.retype_kernel import merge_trial, replicas_score
 from sharding.search import _TOL, GROUP, HOT_RANKS, STYPES, Loads, Piece, Resources, local_search
 from sharding.search_kernels import better, pairwise_sum, place_all, place_cut, place_groups, put_blocks, row_sums
+from sharding.unreplicate_kernel import _lexmin_host as lexmin_host
 from sharding.unreplicate_kernel import unreplicate_trial
 
 __all__ = ["Builder", "NoFit", "repolish", "retype", "copy_placed", "Option", "RETYPE_ROUNDS"]
@@ -659,7 +660,8 @@ def _dp_score_reference(state: Loads, v: np.ndarray, m: dict[str, float], more: 
 
 
 def _lexmin(ok: np.ndarray, j: np.ndarray, s: np.ndarray) -> int:
-    """The first index with the least (J, secondary) among `ok` ones; −1 if none."""
+    """The first index with the least (J, secondary) among `ok` ones; −1 if none (the reference of the compiled
+    `unreplicate_kernel._lexmin_host`, which the planner calls)."""
     if not ok.any():
         return -1
     j = np.where(ok, j, np.inf)
@@ -671,7 +673,7 @@ def _best_host(state: Loads, shards: list[tuple[np.ndarray, dict[str, float]]], 
     """The host whose ranks take a table-row-wise group (shards[i] on its i-th rank) with the least (J,
     secondary), the first on ties; −1 if it fits on no host (`search_kernels.place_groups` repeats it; the tests
     check the kernel against it)."""
-    return _lexmin(*state.host_scores(STYPES.index(TWRW), shards, const))
+    return lexmin_host(*state.host_scores(STYPES.index(TWRW), shards, const))  # `_lexmin`, compiled
 
 
 def _apply(state: Loads, shard: Shard, t: TableSpec, st: ShardingType, ranks: list[int], spread: float = 0.0,
@@ -869,7 +871,7 @@ def _unreplicate_reference(state: Loads, pieces: list[Piece], layout: Layout, ta
             present = {STYPES[g] for g in np.flatnonzero(state.count.sum(axis=1) > 0)}
             ok, j, s = state.host_scores(STYPES.index(TWRW), shards,
                                          state.const_with(present | {TWRW}, spread(t, TWRW, h)))
-            host = _lexmin(ok, j, s)
+            host = lexmin_host(ok, j, s)  # `_lexmin`, compiled
             if host >= 0:
                 best = ((float(j[host]), float(s[host])), TWRW, list(range(host * h, host * h + h)), [])
         tv, tm = shard(t, TW, t.rows, t.dim)

@@ -17,11 +17,8 @@ import numpy as np
 from numba import njit
 
 from sharding.search_kernels import _F, _F2, _LOADS, _better, _fits, _objective, _put, _score, _take, place_best
-from sharding.unreplicate_kernel import _lexmin_host
 
-__all__ = ["merge_trial", "replicas_score", "lexmin_host"]
-
-lexmin_host = _lexmin_host  # `pack._lexmin` of `host_scores`' answer in one call
+__all__ = ["merge_trial", "replicas_score"]
 
 
 @njit(cache=True)
@@ -68,4 +65,3 @@ _V, _G = numba.float64[::1], numba.int64  # compiled at import, as `search_kerne
 merge_trial.compile((_F2, _LOADS[1], _F2, _V, _F, _F, _F2, _V, _G, numba.int64[::1], _V, _V, _G, _V, _V, _F, _F, _F,
                      _F))
 replicas_score.compile((_F2, _LOADS[1], _F2, _F, _F, _G, _V, _F))
-_lexmin_host.compile((numba.boolean[::1], _V, _V))

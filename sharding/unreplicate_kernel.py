@@ -85,5 +85,6 @@ def unreplicate_trial(L, count, hold, weight, w0, w1, used, cap, const, gdp, v, 
 
 
 _V, _G = numba.float64[::1], numba.int64  # compiled at import, as `search_kernels`' kernels (numba's disk cache)
+_lexmin_host.compile((numba.boolean[::1], numba.float64[::1], numba.float64[::1]))  # `pack` calls it too
 unreplicate_trial.compile((_F2, _LOADS[1], _F2, _V, _F, _F, _F2, _V, _F, _G, _V, _V, _F, _G, _F2, _F2, _F, _G, _V, _V,
                            _F, _F))

@@ -274,8 +274,9 @@ def test_compiled_replica_score_and_host_pick_match_the_numpy_ones() -> None:
     """`_try_split`'s data-parallel re-cut (`replicas_score`) scores as `_dp_score_reference` (put, price, restore)
     does, bit for bit, and `lexmin_host` picks `_lexmin`'s host, on every table of some packings."""
     import sharding.pack as pack
-    from sharding.retype_kernel import lexmin_host, replicas_score
+    from sharding.retype_kernel import replicas_score
     from sharding.search import GROUP
+    from sharding.unreplicate_kernel import _lexmin_host as lexmin_host
     scored, hosts = 0, set()
     for b, fresh in _placed_states((2, 7, 14, 34, 41)):
         state, _, _ = fresh()

@@ -177,10 +177,23 @@ def test_relayout_makes_the_same_plans_with_the_reference_price(monkeypatch) -> 
     """The compiled price (`relayout_kernel`) and TorchRec's incremental rating only rule trials out: on seeded
     random plans, with and without the final polish, `relayout` returns the same plan as with the numpy
     reference price and no TorchRec filter."""
-    import random
-
     from sharding.relayout import _Delta
     wl, cost, trec, tabs = _case(3)
+    starts = _random_starts(tabs)
+    fast = [relayout(cost, trec, p, 200, trec.plan_cost(p) * cap, pareto) for p in starts
+            for cap in (1.0, 1.5) for pareto in (False, True)]
+    monkeypatch.setattr(_Delta, "price", lambda self, change: (self.price_reference(change), float("-inf")))
+    slow = [relayout(cost, trec, p, 200, trec.plan_cost(p) * cap, pareto) for p in starts
+            for cap in (1.0, 1.5) for pareto in (False, True)]
+    assert sum(x is not None for x in fast) >= 6
+    assert [x and x.to_dict() for x in fast] == [x and x.to_dict() for x in slow]
+
+
+def _random_starts(tabs: dict[str, TableSpec]) -> list[ShardingPlan]:
+    """Seeded random plans of `_case(3)`'s tables: hot tables table-wise or table-row-wise, small ones mostly
+    table-wise."""
+    import random
+
     starts = []
     for seed in range(6):
         rng = random.Random(seed)
@@ -191,10 +204,28 @@ def test_relayout_makes_the_same_plans_with_the_reference_price(monkeypatch) -> 
             ranks = [rng.randrange(8)] if st == TW else list(range(8)) if st == RW else list(range(4 * host, 4 * host + 4))
             tables[name] = table_plan(t, st, ranks, "hbm")
         starts.append(ShardingPlan(8, tables))
-    fast = [relayout(cost, trec, p, 200, trec.plan_cost(p) * cap, pareto) for p in starts
-            for cap in (1.0, 1.5) for pareto in (False, True)]
-    monkeypatch.setattr(_Delta, "price", lambda self, change: (self.price_reference(change), float("-inf")))
-    slow = [relayout(cost, trec, p, 200, trec.plan_cost(p) * cap, pareto) for p in starts
-            for cap in (1.0, 1.5) for pareto in (False, True)]
+    return starts
+
+
+def test_relayout_prices_exactly_in_incremental_order_and_picks_as_pricing_every_trial(monkeypatch) -> None:  # noqa: ANN001
+    """A table's trials are priced exactly in order of their incremental price until it passes the best exact cost
+    (`_best`): with the incremental price made -inf (no trial ruled out, all priced exactly in option order, the
+    former loop), every call returns the same plan, with and without the final polish, with fewer exact prices."""
+    from sharding.relayout import _Delta
+    wl, cost, trec, tabs = _case(3)
+    starts = _random_starts(tabs)
+    calls = [0]
+    exact = CostModel.plan_cost
+
+    def counted(self, plan):  # noqa: ANN001, ANN202
+        calls[0] += 1
+        return exact(self, plan)
+    monkeypatch.setattr(CostModel, "plan_cost", counted)
+    runs = [(p, 200, trec.plan_cost(p) * cap, pareto) for p in starts for cap in (1.0, 1.5) for pareto in (False, True)]
+    fast = [relayout(cost, trec, *r) for r in runs]
+    fast_calls, calls[0] = calls[0], 0
+    monkeypatch.setattr(_Delta, "price", lambda self, change: (float("-inf"), float("-inf")))
+    every = [relayout(cost, trec, *r) for r in runs]
     assert sum(x is not None for x in fast) >= 6
-    assert [x and x.to_dict() for x in fast] == [x and x.to_dict() for x in slow]
+    assert [x and x.to_dict() for x in fast] == [x and x.to_dict() for x in every]
+    assert fast_calls < calls[0]

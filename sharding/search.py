@@ -111,11 +111,17 @@ class Resources:
             cost, trec, pad = self.cost, self.trec, [0.0] * (self.K - 4)
             slot: dict[tuple, int] = {}  # a message's row of the vector; −1: priced by the mean (`spread`)
             vecs, mems = [], []
-            for key, (t, st, rows, cols, tier, cf) in zip(todo, args, strict=True):
-                c = cost.shard_cost(t, st, rows, cols, tier, cf)
+            cm, tm = cost._memo, trec._memo  # where their `price_many` put the shards of the fast tier (ours: without
+            fast = None if cost.topology.lookup_weights else cost.topology.fast.name  # lookup weights): read there
+            tfast = trec.topology.fast.name
+            for key, (t, st, rows, cols, tier, cf) in zip(todo, args, strict=True):  # (the methods' own keys)
+                name, mine = t.name, tier == fast
+                c = mine and cm.get(("c", name, st, rows, cols, tier, cf)) or cost.shard_cost(t, st, rows, cols, tier,
+                                                                                             cf)
                 v = [c.fwd_compute, c.bwd_compute, c.optimizer, *pad, 0.0]  # as `shard`: the same float sums
                 spread = 0.0
-                for p, op, secs in cost.message_times(t, st, rows, cols):
+                msgs = cm.get(("t", name, st, rows, cols)) if mine else None
+                for p, op, secs in msgs if msgs is not None else cost.message_times(t, st, rows, cols):
                     i = slot.get((st, p, op))
                     if i is None:
                         i = slot[(st, p, op)] = -1 if cost.prices_by_mean(op) else self.index[(st, p, op)]
@@ -123,10 +129,12 @@ class Resources:
                         spread += secs
                     else:
                         v[i] += secs
-                v[-1] = trec.shard_cost(t, st, rows, cols, tier, cf).total
+                v[-1] = (tier == tfast and tm.get((name, st, cols, tier, cf))
+                         or trec.shard_cost(t, st, rows, cols, tier, cf)).total
                 self._spread[key] = spread
                 vecs.append(v)
-                mems.append(cost.shard_memory(t, st, rows, cols, tier, cf))
+                m = cm.get(("m", name, st, rows, cols, tier, cf)) if mine else None  # a copy, as `shard_memory`
+                mems.append(dict(m) if m is not None else cost.shard_memory(t, st, rows, cols, tier, cf))
             for key, v, m in zip(todo, np.array(vecs, dtype=np.float64), mems, strict=True):
                 memo[key] = (v, m)
         return [memo[key] for key in names]

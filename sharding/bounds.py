@@ -36,8 +36,9 @@ measured LRU curves, which need not be convex); taking the cheapest slopes first
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from functools import cache
+from functools import cache, lru_cache
 
 import numpy as np
 from scipy.optimize import linprog
@@ -85,7 +86,7 @@ class LowerBound:
 
 
 def _table_terms(cost: CostModel | TorchRecCostModel, name: str, tiers: list[str],
-                 options: list[tuple[ShardingType, list[tuple[int, int, int]]]] | None = None,
+                 options: Sequence[tuple[ShardingType, Sequence[tuple[int, int, int]]]] | None = None,
                  ) -> tuple[float, float, float, float]:
     """(least total work, least largest-shard cost) of a table, in its cheapest of `tiers`, with data-parallel allowed
     and then without it (one pricing pass for both). `options`: the table's `_option_shards` (made here if not
@@ -149,18 +150,24 @@ def _column_splits(dim: int) -> tuple[int, ...]:
     return tuple(column_splits(dim))
 
 
-def _option_shards(cost: CostModel, t) -> list[tuple[ShardingType, list[tuple[int, int, int]]]]:  # noqa: ANN001
-    """Every option of table t as (type, [(rows, cols, how many shards)])."""
+def _option_shards(cost: CostModel, t) -> tuple[tuple[ShardingType, tuple[tuple[int, int, int], ...]], ...]:  # noqa: ANN001
+    """Every option of table t as (type, ((rows, cols, how many shards), …)); read-only (shared: `_options_of`)."""
     topo = cost.topology
-    w, h = topo.world_size, min(topo.ranks_per_host, topo.world_size)
-    out = [(TW, [(t.rows, t.dim, 1)])]
+    return _options_of(t.rows, t.dim, topo.world_size, min(topo.ranks_per_host, topo.world_size))
+
+
+@lru_cache(maxsize=1 << 14)
+def _options_of(rows: int, dim: int, w: int, h: int) -> tuple[tuple[ShardingType, tuple[tuple[int, int, int], ...]], ...]:
+    """`_option_shards` by what it depends on, made once for both bounds (ours, then TorchRec's, ask for every
+    table's) and the LP."""
+    out = [(TW, ((rows, dim, 1),))]
     # one column block too: `validate_plan` accepts a lone CW shard, which prices as TW but joins CW's group, so
     # a plan of CW tables only pays one group's collectives (issue 16: two valid plans fell below the bound)
-    out += [(CW, [(t.rows, t.dim // k, k)]) for k in (1, *_column_splits(t.dim)) if k <= w]
-    out += [(RW, [(r, t.dim, k) for r, k in row_sizes(t.rows, w)]),
-            (TWRW, [(r, t.dim, k) for r, k in row_sizes(t.rows, h)])]
-    out.append((DP, [(t.rows, t.dim, w)]))  # on one rank too: a lone replica is a valid plan
-    return out
+    out += [(CW, ((rows, dim // k, k),)) for k in (1, *_column_splits(dim)) if k <= w]
+    out += [(RW, tuple([(r, dim, k) for r, k in row_sizes(rows, w)])),
+            (TWRW, tuple([(r, dim, k) for r, k in row_sizes(rows, h)]))]
+    out.append((DP, ((rows, dim, w),)))  # on one rank too: a lone replica is a valid plan
+    return tuple(out)
 
 
 @dataclass

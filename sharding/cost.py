@@ -327,6 +327,7 @@ class CostModel:
             buffers = np.where(rows == 0, 0.0, lookups * wl.index_bytes + bags * cols * wl.output_bytes)
             mem = (rows * per_row + buffers).tolist()
             empty = (rows == 0).tolist() if w > 1 else [True] * len(ts)
+            sent = list(zip(*[[(p, op, x) for x in v] for p, op, v in secs], strict=True)) or [()] * len(ts)  # by shard
             for j, (key, f, b, o, cf_, cb) in enumerate(zip(items, fwd.tolist(), bwd.tolist(), opt.tolist(),
                                                             comms["fwd"].tolist(), comms["bwd"].tolist(),
                                                             strict=True)):
@@ -339,7 +340,7 @@ class CostModel:
                     memo[key] = _shard_cost(f, b, 0.0, 0.0, o)
                     continue
                 if tkey not in memo:
-                    memo[tkey] = [(p, op, v[j]) for p, op, v in secs]
+                    memo[tkey] = list(sent[j])  # `message_times`' list
                 memo[key] = _shard_cost(f, b, cf_, cb, o)
 
     def _messages_many(self, st: ShardingType, rows: np.ndarray, cols: np.ndarray, nbytes: np.ndarray,
@@ -600,7 +601,7 @@ class CostModel:
                     for k, q in got[2]:
                         if k not in coll and k not in mems:
                             (mems if isinstance(k, str) else coll)[k] = q
-        table = sums.total(len(self._rows), w)
+        table = sums.total(len(self._rows), w, plan)
         mem: dict[str, np.ndarray] = {t.name: np.zeros(w) for t in self.topology.tiers}
         mem.update({k: table[q] for k, q in mems.items()})
         return (table[:3], table[3].astype(np.int64), {k: table[q] for k, q in coll.items()}, held, mem)

@@ -110,23 +110,37 @@ class Resources:
             self.trec.price_many(args)
             cost, trec, pad = self.cost, self.trec, [0.0] * (self.K - 4)
             slot: dict[tuple, int] = {}  # a message's row of the vector; −1: priced by the mean (`spread`)
-            vecs, mems = [], []
-            for key, (t, st, rows, cols, tier, cf) in zip(todo, args, strict=True):
-                c = cost.shard_cost(t, st, rows, cols, tier, cf)
+            vecs: list = [None] * len(args)
+            mems: list = [None] * len(args)
+            spreads, index = self._spread, self.index
+            cm, tm = cost._memo, trec._memo  # where their `price_many` put the shards of the fast tier (ours: without
+            fast = None if cost.topology.lookup_weights else cost.topology.fast.name  # lookup weights): read there
+            tfast = trec.topology.fast.name  # by their methods' own keys, with subscripts, not calls (issue 16:
+            for j, (key, (t, st, rows, cols, tier, cf)) in enumerate(zip(todo, args, strict=True)):  # 10 per shard
+                name = t.name
+                ck, tk, mk = ("c", *key), ("t", name, st, rows, cols), ("m", *key)
+                if tier == fast and ck in cm and tk in cm and mk in cm:
+                    c, msgs, m = cm[ck], cm[tk], dict(cm[mk])  # a copy, as `shard_memory` returns
+                else:
+                    c, msgs = cost.shard_cost(t, st, rows, cols, tier, cf), cost.message_times(t, st, rows, cols)
+                    m = cost.shard_memory(t, st, rows, cols, tier, cf)
                 v = [c.fwd_compute, c.bwd_compute, c.optimizer, *pad, 0.0]  # as `shard`: the same float sums
                 spread = 0.0
-                for p, op, secs in cost.message_times(t, st, rows, cols):
-                    i = slot.get((st, p, op))
-                    if i is None:
-                        i = slot[(st, p, op)] = -1 if cost.prices_by_mean(op) else self.index[(st, p, op)]
+                for p, op, secs in msgs:
+                    sk = (st, p, op)
+                    if sk in slot:
+                        i = slot[sk]
+                    else:
+                        i = slot[sk] = -1 if cost.prices_by_mean(op) else index[sk]
                     if i < 0:
                         spread += secs
                     else:
                         v[i] += secs
-                v[-1] = trec.shard_cost(t, st, rows, cols, tier, cf).total
-                self._spread[key] = spread
-                vecs.append(v)
-                mems.append(cost.shard_memory(t, st, rows, cols, tier, cf))
+                tk = (name, st, cols, tier, cf)
+                e = tm[tk] if tier == tfast and tk in tm else trec.shard_cost(t, st, rows, cols, tier, cf)
+                v[-1] = e.fwd_compute + e.bwd_compute + e.fwd_comms + e.bwd_comms + e.optimizer  # `ShardCost.total`
+                spreads[key] = spread
+                vecs[j], mems[j] = v, m
             for key, v, m in zip(todo, np.array(vecs, dtype=np.float64), mems, strict=True):
                 memo[key] = (v, m)
         return [memo[key] for key in names]

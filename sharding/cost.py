@@ -601,7 +601,7 @@ class CostModel:
                     for k, q in got[2]:
                         if k not in coll and k not in mems:
                             (mems if isinstance(k, str) else coll)[k] = q
-        table = sums.total(len(self._rows), w, plan)
+        table = sums.total(len(self._rows), w)
         mem: dict[str, np.ndarray] = {t.name: np.zeros(w) for t in self.topology.tiers}
         mem.update({k: table[q] for k, q in mems.items()})
         return (table[:3], table[3].astype(np.int64), {k: table[q] for k, q in coll.items()}, held, mem)

@@ -10,15 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import chain
-from operator import is_, itemgetter
-from typing import TYPE_CHECKING
+from operator import itemgetter
 
 import numba
 import numpy as np
 from numba import njit
-
-if TYPE_CHECKING:
-    from sharding.plan import ShardingPlan
 
 __all__ = ["RankSums", "add_terms"]
 
@@ -47,37 +43,13 @@ class RankSums:
     def __init__(self) -> None:
         self.groups: list[tuple[Sequence[int], Sequence[float], Sequence[int]]] = []
 
-    def total(self, n_rows: int, world: int, plan: ShardingPlan | None = None) -> np.ndarray:
-        """`plan`: the plan whose shard shapes (`TablePlan.alike`, in table order) the groups are, so that the
-        ranks' arrays are shared with the next rating of the same plan (`_ranks`)."""
+    def total(self, n_rows: int, world: int) -> np.ndarray:
         g, n = self.groups, len(self.groups)
-        at, vals = (list(map(itemgetter(i), g)) for i in range(2))
+        at, vals, where = (list(map(itemgetter(i), g)) for i in range(3))
         out = np.zeros((n_rows, world))
         add_terms(out, np.fromiter(chain.from_iterable(at), np.int64), np.fromiter(chain.from_iterable(vals), np.float64),
-                  _offsets(at, n), *_ranks(g, n, plan))
+                  _offsets(at, n), np.fromiter(chain.from_iterable(where), np.int64), _offsets(where, n))
         return out
-
-
-_LAST: list = [(None, (), None)]  # (the plan last rated, its table plans, its ranks' arrays): `_ranks`, read and
-# replaced as one tuple (threads rating plans at once at worst miss it)
-
-
-def _ranks(groups: list[tuple[Sequence[int], Sequence[float], Sequence[int]]], n: int,
-           plan: ShardingPlan | None) -> tuple[np.ndarray, np.ndarray]:
-    """The groups' ranks concatenated and their offsets. Both models rate a plan in turn (`plan_cost` of ours,
-    then TorchRec's) over the same shapes in the same order, and on 256 ranks the ranks are most of the entries
-    (random:1000:1/256: 524k ranks against 14k shapes over 12 candidates; issue 16): kept for the last plan and
-    reused while it holds the same table plans (the same objects: immutable, and kept alive here, so an identity
-    check suffices)."""
-    last, tps, got = _LAST[0]
-    if plan is not None and last is plan and len(tps) == len(plan.tables) \
-            and all(map(is_, tps, plan.tables.values())) and len(got[1]) == n + 1:
-        return got
-    where = list(map(itemgetter(2), groups))
-    got = np.fromiter(chain.from_iterable(where), np.int64), _offsets(where, n)
-    if plan is not None:
-        _LAST[0] = (plan, tuple(plan.tables.values()), got)
-    return got
 
 
 def _offsets(seqs: list[Sequence], n: int) -> np.ndarray:

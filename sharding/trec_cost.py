@@ -185,7 +185,7 @@ class TorchRecCostModel:
                 if total is None:
                     total = totals[(t.name, st, cols, tier, cf)] = (self.shard_cost(t, st, rows, cols, tier, cf).total,)
                 push((_ROW0, total, where))
-        return sums.total(1, plan.world_size, plan)[0]
+        return sums.total(1, plan.world_size)[0]
 
     def plan_cost(self, plan: ShardingPlan) -> float:
         """TorchRec's rating of the plan: max over ranks of summed shard perf (seconds; TorchRec prints ms)."""

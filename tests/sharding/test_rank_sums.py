@@ -133,26 +133,3 @@ def test_the_compiled_sums_add_each_term_in_order_and_once_per_listed_rank() -> 
             _adder(where)(expect[q], x)
     assert _bits(sums.total(5, 7)) == _bits(expect)
 
-
-def test_the_ranks_kept_for_the_last_plan_serve_only_that_plan_with_the_same_table_plans() -> None:
-    """`rank_sums._ranks` reuses the last rated plan's rank arrays: ratings in any order, and after a table plan of
-    the same plan object is replaced, are bitwise those of the former per-shape adds."""
-    wl, topo, plans = _plans()
-    cost, trec = CostModel(wl, topo), TorchRecCostModel(wl, topo)
-
-    def check(plan: ShardingPlan) -> None:
-        parts0, _, coll0, _, _ = _former_accumulate(CostModel(wl, topo), plan, False)
-        parts, _, coll, _, _ = cost._accumulate(plan, False)
-        assert _bits(parts) == _bits(parts0) and all(_bits(coll[k]) == _bits(coll0[k]) for k in coll0)
-        assert _bits(trec.rank_loads(plan)) == _bits(_former_rank_loads(TorchRecCostModel(wl, topo), plan))
-
-    for a, b in zip(plans, plans[1:], strict=False):
-        check(a)
-        check(b)
-        check(a)
-    plan = plans[-1]
-    t = {x.name: x for x in wl.tables}
-    for name, st, ranks in (("t1", RW, list(range(15, -1, -1))), ("t3", CW, [1, 2]), ("t0", TW, [4])):
-        check(plan)
-        plan.tables[name] = table_plan(t[name], st, ranks, "hbm")  # the same plan object, another table plan
-        check(plan)

@@ -31,7 +31,18 @@ from sharding.layouts import column_splits, row_ranges, row_sizes, table_plan, t
 from sharding.lns import loads_of
 from sharding.plan import ShardingPlan, ShardingType
 from sharding.retype_kernel import merge_trial, replicas_score
-from sharding.search import _TOL, GROUP, HOT_RANKS, STYPES, Loads, Piece, Resources, local_search
+from sharding.search import (
+    _TOL,
+    GROUP,
+    HOT_RANKS,
+    STYPES,
+    Loads,
+    Piece,
+    Resources,
+    local_search,
+    piece_bytes,
+    table_ids,
+)
 from sharding.search_kernels import better, pairwise_sum, place_all, place_cut, place_groups, put_blocks, row_sums
 from sharding.unreplicate_kernel import _lexmin_host as lexmin_host
 from sharding.unreplicate_kernel import unreplicate_trial
@@ -42,6 +53,7 @@ TW, CW, RW, TWRW, DP = (ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE, Shard
                         ShardingType.TABLE_ROW_WISE, ShardingType.DATA_PARALLEL)
 Option = tuple[ShardingType, int, np.ndarray, float]  # (type, pieces, summed (ours, TorchRec) work, largest piece)
 RETYPE_ROUNDS, HOT_TABLES = 24, 3  # re-cuts (or merges) at most per packing; largest pieces tried per hot rank
+_CUTS = object()  # `Builder.cuts`' keys in `Resources.groups`
 MAX_SPLIT = 8  # column-wise re-cuts tried: k ≤ this
 _PIECE = itemgetter(3)  # an option's largest piece
 
@@ -331,6 +343,16 @@ class Builder:
             self._groups[key] = (ours if ours >= trec else trec, raw[1], raw[2])
         return self._groups[key]
 
+    def cuts(self, t: TableSpec) -> Cuts:
+        """`Cuts` of table t on this builder's shards and spreads, memoised per table and tier: the same for
+        every packing and every scale, so kept where `_group` keeps its vectors (`Resources.groups`, shared by
+        the resources on other scales; the key's first item, `_CUTS`, is no table name)."""
+        key = (_CUTS, t.name, *self.tiers[t.name])
+        got = self.res.groups.get(key)
+        if got is None:
+            got = self.res.groups[key] = Cuts(self.topo, self.shard, self.spread, t)
+        return got
+
     def choose_all(self, theta: float, mu: float, allow_dp: bool, least_work: bool | int = False,
                    twrw_first: bool = False, uniform: ShardingType | None = None,
                    ) -> dict[str, tuple[ShardingType, int]]:
@@ -429,7 +451,7 @@ class Builder:
                 groups.append((*self._group(t, state.tiers), t.name))
             else:
                 v, m = self.shard(t, st, t.rows, t.dim // k)
-                pieces.extend(Piece(t.name, st, v, m) for _ in range(k))
+                pieces.extend([Piece(t.name, st, v, m) for _ in range(k)])
                 layout[t.name] = (st, [])
         if blocks:  # `put_all` (DP) and `put_ranks` (RW) in table order, in one compiled call
             used = np.stack([state.used[x] for x in state.tiers])
@@ -493,10 +515,9 @@ class Builder:
             total = vecs.sum(axis=0) + state.L.sum(axis=1)
             share = (vecs / np.where(total > 0, total, 1.0)).max(axis=1)
             order = np.argsort(-share, kind="stable")
-        ids: dict[str, int] = {}
-        tables = np.array([ids.setdefault(p.table, len(ids)) for p in pieces], dtype=np.int64)
+        tables = table_ids(pieces)
         groups = np.array([GROUP[p.st] for p in pieces], dtype=np.int64)
-        mems = np.array([[p.mem[t] if t in p.mem else 0.0 for t in state.tiers] for p in pieces])
+        mems = piece_bytes(pieces, state.tiers)
         used = np.stack([state.used[t] for t in state.tiers])
         cap = np.array([state.cap[t] for t in state.tiers], dtype=np.float64)
         ranks = np.full(len(pieces), -1, dtype=np.int64)
@@ -514,7 +535,8 @@ class Builder:
                ) -> ShardingPlan:
         local_search(state, pieces, self.iters)
         if self.retype_rounds:
-            retyped = retype(state, pieces, layout, self.cost.tables, self.shard, self.retype_rounds, self.spread)
+            retyped = retype(state, pieces, layout, self.cost.tables, self.shard, self.retype_rounds, self.spread,
+                             cuts=self.cuts)
             if retyped is not pieces:  # some table changed type: settle the moves and swaps again
                 pieces = retyped
                 local_search(state, pieces, self.iters)
@@ -548,6 +570,49 @@ Spread = Callable[[TableSpec, ShardingType, int], float]  # `Builder.spread`
 Layout = dict[str, tuple[ShardingType, list[int]]]
 _VEC, _MEM = attrgetter("vec"), attrgetter("mem")
 Merge = Callable[[Loads, list[Piece], np.ndarray, dict[str, float], float, float, float], int]  # `_merge`
+
+
+class Cuts:
+    """What `_try_split` and `_unreplicate` read of one table whatever the loads: the shards of each re-cut
+    (vector, bytes by tier as a dict and as a row over the topology's tiers) and their `Spread` seconds (0 without
+    `Spread`), from the same calls of `shard` and `spread` those made on every trial. They depend on the table,
+    its tier and the topology only, so a builder makes them once per table (`Builder.cuts`); the column-wise
+    re-cuts, which only `_try_split` reads, when first asked for (`column`)."""
+
+    def __init__(self, topo, shard: Shard, spread: Spread | None, t: TableSpec) -> None:  # noqa: ANN001
+        self.topo, self.shard, self.spread_of, self.t = topo, shard, spread, t
+        self.tiers = [x.name for x in topo.tiers]
+        w, h = topo.world_size, min(topo.ranks_per_host, topo.world_size)
+        self.tw, self.dp = shard(t, TW, t.rows, t.dim), shard(t, DP, t.rows, t.dim)
+        self.tw_bytes, self.dp_bytes = self._row(self.tw[1]), self._row(self.dp[1])
+        self.sp_tw, self.sp_dp = self._sp(TW, 1), self._sp(DP, w)
+        self.dp_fast = set(self.dp[1]) == {topo.fast.name}  # the replica's bytes all in the fastest tier
+        self.twrw: list[tuple[np.ndarray, dict[str, float]]] = []  # one host's row blocks (`row_ranges`' order)
+        self.sp_twrw = 0.0
+        if h > 1 and topo.num_hosts > 1:
+            for rows, n in row_sizes(t.rows, h) if t.rows else [(0, h)]:  # each distinct block priced once
+                self.twrw += [shard(t, TWRW, rows, t.dim)] * n
+            self.sp_twrw = self._sp(TWRW, h)
+        self.twrw_vecs = np.array([v for v, _ in self.twrw])  # (h, K) and (h, tiers), as `Loads.host_scores`
+        self.twrw_bytes = np.array([[m.get(x, 0.0) for x in self.tiers] for _, m in self.twrw])
+        self._cw: list | None = None
+
+    def _sp(self, st: ShardingType, k: int) -> float:
+        return self.spread_of(self.t, st, k) if self.spread_of else 0.0
+
+    def _row(self, m: dict[str, float]) -> np.ndarray:
+        return np.array([m.get(x, 0.0) for x in self.tiers])
+
+    def column(self) -> list[tuple[int, np.ndarray, dict[str, float], np.ndarray, float]]:
+        """The column-wise re-cuts into k ≤ min(W, MAX_SPLIT) blocks: (k, vector, bytes, bytes by tier, spread)."""
+        if self._cw is None:
+            t, w = self.t, self.topo.world_size
+            self._cw = []
+            for k in column_splits(t.dim):
+                if k <= min(w, MAX_SPLIT):
+                    v, m = self.shard(t, CW, t.rows, t.dim // k)
+                    self._cw.append((k, v, m, self._row(m), self._sp(CW, k)))
+        return self._cw
 
 
 def _snapshot(state: Loads) -> tuple:
@@ -588,58 +653,53 @@ def _place_new(state: Loads, st: ShardingType, v: np.ndarray, m: dict[str, float
 
 
 def _try_split(state: Loads, shard: Shard, t: TableSpec, j0: float = np.inf, spread: Spread | None = None,
-               ) -> tuple[tuple[float, float], ShardingType, list[int], list[Piece]] | None:
+               cuts: Cuts | None = None) -> tuple[tuple[float, float], ShardingType, list[int], list[Piece]] | None:
     """The re-cut of table t (its table-wise piece already taken off) with the least (J, secondary) once its new
     shards are placed greedily, as (score, type, ranks, new movable pieces); None if no re-cut fits. Types whose
     re-cut cannot reach J ≤ `j0` are not tried: new shards only raise the maxima, so J with the type's group
     present and the maxima as they are now bounds every such re-cut from below (the caller keeps a re-cut only if
     it beats j0, so skipping changes nothing). `state.spread` still counts the table table-wise; each re-cut is
-    priced with its own (`spread`: `Builder.spread`, None: no all-to-all priced by the mean)."""
+    priced with its own (`spread`: `Builder.spread`, None: no all-to-all priced by the mean). `cuts`: the table's
+    `Cuts` from these `shard` and `spread` (None: made here)."""
     topo = state.topology
     w, h = topo.world_size, min(topo.ranks_per_host, topo.world_size)
+    c = cuts or Cuts(topo, shard, spread, t)
     best: tuple | None = None
-    present = {STYPES[g] for g in np.flatnonzero(state.count.sum(axis=1) > 0)}
+    sums = state.count.sum(axis=1)
+    present = {STYPES[g] for g in np.flatnonzero(sums > 0)}
     maxima = state.L.max(axis=1)
-    was = spread(t, TW, 1) if spread else 0.0
+    was = c.sp_tw
 
-    def more(st: ShardingType, k: int) -> float:  # the re-cut's all-to-all seconds priced by the mean, less TW's
-        return spread(t, st, k) - was if spread else 0.0
+    def hopeless(st: ShardingType, more: float) -> bool:  # more: the re-cut's all-to-all seconds by the mean, less TW's
+        return float(state.res.score(maxima, state.const_with(present | {st}, more))[0]) > j0 * (1 + _TOL) + _TOL
 
-    def hopeless(st: ShardingType, k: int) -> bool:
-        return float(state.res.score(maxima, state.const_with(present | {st}, more(st, k)))[0]) > \
-            j0 * (1 + _TOL) + _TOL
-
-    splits = [k for k in column_splits(t.dim) if k <= min(w, MAX_SPLIT)]
-    if splits and not hopeless(CW, min(splits, key=lambda k: more(CW, k))):  # each re-cut into k blocks placed
+    cw = c.column()
+    if cw and not hopeless(CW, min((sp - was for *_, sp in cw))):  # each re-cut into k blocks placed
         gcw = STYPES.index(CW)  # in one compiled call on copies of the loads
-        groups = {STYPES[g] for g in np.flatnonzero((state.count.sum(axis=1) > 0)
-                                                    | (np.arange(len(STYPES)) == gcw))}
+        groups = {STYPES[g] for g in np.flatnonzero((sums > 0) | (np.arange(len(STYPES)) == gcw))}
         tiers, res = state.tiers, state.res
         used = np.stack([state.used[x] for x in tiers])
         cap = np.array([state.cap[x] for x in tiers], dtype=np.float64)
-        for k in splits:
-            v, m = shard(t, CW, t.rows, t.dim // k)
-            d = more(CW, k)  # J of the first block on its best rank (`cw_const`) bounds the re-cut's J
+        for k, v, m, mb, sp in cw:
+            d = sp - was  # J of the first block on its best rank (`cw_const`) bounds the re-cut's J
             cw_const, after = state.const_with(present | {CW}, d), state.const_with(groups, d)
             ranks, j, s = place_cut(state.L, state.count, res.hold, res.weight, res.s0, res.s1,
-                                    state.const + d / w, cw_const, after, gcw, v,
-                                    np.array([m.get(x, 0.0) for x in tiers]), used, cap, k, j0)
+                                    state.const + d / w, cw_const, after, gcw, v, mb, used, cap, k, j0)
             if len(ranks) and (best is None or (j, s) < best[0]):
                 best = ((j, s), CW, ranks.tolist(), [Piece(t.name, CW, v, m, r) for r in ranks.tolist()])
-    v, m = shard(t, DP, t.rows, t.dim)
-    fast = topo.fast.name
-    if set(m) == {fast} and state.fits(m).all() \
-            and not hopeless(DP, w):
-        sums = state.count.sum(axis=1)  # the score once a replica is on every rank, as `put_ranks` sums it
-        sums[GROUP[DP]] += w  # and `_refresh_const` prices it, in one compiled call (`_dp_score_reference`)
-        c = state.res.const({STYPES[g] for g in np.flatnonzero(sums > 0)}) + ((state.spread + more(DP, w)) + 0.0) / w
+    v, m = c.dp
+    if c.dp_fast and state.fits(m).all() and not hopeless(DP, c.sp_dp - was):
+        dsums = sums.copy()  # the score once a replica is on every rank, as `put_ranks` sums it
+        dsums[GROUP[DP]] += w  # and `_refresh_const` prices it, in one compiled call (`_dp_score_reference`)
+        const = state.res.const({STYPES[g] for g in np.flatnonzero(dsums > 0)}) + \
+            ((state.spread + (c.sp_dp - was)) + 0.0) / w
         res = state.res
-        j, s = replicas_score(state.L, state.count, res.hold, res.s0, res.s1, GROUP[DP], v, c)
+        j, s = replicas_score(state.L, state.count, res.hold, res.s0, res.s1, GROUP[DP], v, const)
         if best is None or (j, s) < best[0]:
             best = ((j, s), DP, list(range(w)), [])
-    if h > 1 and topo.num_hosts > 1 and not hopeless(TWRW, h):
-        shards = [shard(t, TWRW, b - a, t.dim) for a, b in row_ranges(t.rows, h)]
-        ok, j, s = state.host_scores(STYPES.index(TWRW), shards, state.const_with(present | {TWRW}, more(TWRW, h)))
+    if c.twrw and not hopeless(TWRW, c.sp_twrw - was):
+        ok, j, s = state.host_scores_arrays(STYPES.index(TWRW), c.twrw_vecs, c.twrw_bytes,
+                                            state.const_with(present | {TWRW}, c.sp_twrw - was))
         host = lexmin_host(ok, j, s)  # `_lexmin`, compiled
         if host >= 0 and (best is None or (float(j[host]), float(s[host])) < best[0]):
             best = ((float(j[host]), float(s[host])), TWRW, list(range(host * h, host * h + h)), [])
@@ -693,13 +753,23 @@ def _apply(state: Loads, shard: Shard, t: TableSpec, st: ShardingType, ranks: li
 
 
 def retype(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, TableSpec], shard: Shard,
-           rounds: int = RETYPE_ROUNDS, spread: Spread | None = None, merge: Merge | None = None) -> list[Piece]:
+           rounds: int = RETYPE_ROUNDS, spread: Spread | None = None, merge: Merge | None = None,
+           cuts: Callable[[TableSpec], Cuts] | None = None) -> list[Piece]:
     """Re-cut the largest table-wise pieces of the ranks holding some row's maximum (or merge a column-wise table
     back into one table-wise shard) whenever that alone improves (J, secondary); at most `rounds` re-cuts.
     `spread` (`Builder.spread`; None: no all-to-all priced by the mean) keeps `Loads.spread` that of the layout.
-    `merge`: the merge trial (`_merge`, one compiled call; `_merge_reference`, numpy on the loads: the same)."""
+    `merge`: the merge trial (`_merge`, one compiled call; `_merge_reference`, numpy on the loads: the same).
+    `cuts`: each table's `Cuts` from these `shard` and `spread` (`Builder.cuts`, memoised; None: made here)."""
     def sp(t: TableSpec, st: ShardingType, k: int) -> float:
         return spread(t, st, k) if spread else 0.0
+
+    if cuts is None:
+        made: dict[str, Cuts] = {}
+
+        def cuts(t: TableSpec) -> Cuts:
+            if t.name not in made:
+                made[t.name] = Cuts(state.topology, shard, spread, t)
+            return made[t.name]
 
     merge = merge or _merge
     if state.L.shape[1] < 2:
@@ -718,7 +788,7 @@ def retype(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, 
                 if p.st == TW:
                     snap = _snapshot(state)
                     state.take(a, TW, p.vec, p.mem)
-                    found = _try_split(state, shard, t, j0, spread)
+                    found = _try_split(state, shard, t, j0, spread, cuts(t))
                     if found is not None and better(*found[0], 0.0, j0, s0):
                         _, st, ranks, new = found
                         _apply(state, shard, t, st, ranks, sp(t, st, len(ranks)) - sp(t, TW, 1))
@@ -746,7 +816,7 @@ def retype(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, 
                 break
         if not done:
             break
-    return _unreplicate(state, pieces, layout, tables, shard, rounds * HOT_TABLES, sp)
+    return _unreplicate(state, pieces, layout, tables, shard, rounds * HOT_TABLES, sp, cuts)
 
 
 def _merge(state: Loads, blocks: list[Piece], v: np.ndarray, m: dict[str, float], delta: float, j0: float,
@@ -790,13 +860,14 @@ def _merge_reference(state: Loads, blocks: list[Piece], v: np.ndarray, m: dict[s
 
 
 def _unreplicate(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, TableSpec], shard: Shard,
-                 trials: int, spread: Spread) -> list[Piece]:
+                 trials: int, spread: Spread, cuts: Callable[[TableSpec], Cuts] | None = None) -> list[Piece]:
     """A data-parallel table's replicas load every rank, the hottest too, while a sharded table can sit where
     there is room. The data-parallel tables, largest replica first (at most `trials` of them), are tried sharded
     instead (one table-wise piece on its best rank, or table-row-wise on its best host), each change kept if it alone
     improves (J, secondary). Returns the pieces, a new list if some table changed. Each trial is one compiled call
     on copies of the loads (`unreplicate_kernel.unreplicate_trial`; `_unreplicate_reference` is its numpy form,
-    the same changes); the fixed costs it needs are computed here, from the sets of groups the numpy form builds."""
+    the same changes); the fixed costs it needs are computed here, from the sets of groups the numpy form builds.
+    `cuts`: each table's `Cuts` from these `shard` and `spread` (None: made here)."""
     w = state.L.shape[1]
     dp = [n for n, (st, _) in layout.items() if st == DP]
     rep = {n: shard(tables[n], DP, tables[n].rows, tables[n].dim) for n in dp}
@@ -817,26 +888,25 @@ def _unreplicate(state: Loads, pieces: list[Piece], layout: Layout, tables: dict
 
     for name in dp[:trials]:
         t, (v, m) = tables[name], rep[name]
-        off = [g for g, c in enumerate(sums) if c - (w if g == gdp else 0) > 0]  # groups present, replicas off
-        sp_off = state.spread - spread(t, DP, w)
+        c = cuts(t) if cuts else Cuts(state.topology, shard, spread, t)
+        off = [g for g, n in enumerate(sums) if n - (w if g == gdp else 0) > 0]  # groups present, replicas off
+        sp_off = state.spread - c.sp_dp
         c_off = const(off, sp_off)
         tr_vecs, tr_mems, c_twrw = no_vecs, no_mems, 0.0
         if rowwise:
-            shards = [shard(t, TWRW, b - a, t.dim) for a, b in row_ranges(t.rows, h)]
-            tr_vecs = np.array([x for x, _ in shards])
-            tr_mems = np.array([[y.get(x, 0.0) for x in tiers] for _, y in shards])
-            c_twrw = res.const({STYPES[g] for g in off} | {TWRW}) + (sp_off + spread(t, TWRW, h)) / w
-        tv, tm = shard(t, TW, t.rows, t.dim)
-        sp_tw = spread(t, TW, 1)
+            tr_vecs, tr_mems = c.twrw_vecs, c.twrw_bytes
+            c_twrw = res.const({STYPES[g] for g in off} | {TWRW}) + (sp_off + c.sp_twrw) / w
+        tv, tm = c.tw
+        sp_tw = c.sp_tw
         code, where = unreplicate_trial(
             state.L, state.count, res.hold, res.weight, res.s0, res.s1, np.stack([state.used[x] for x in tiers]),
-            cap, state.const, gdp, v, np.array([m.get(x, 0.0) for x in tiers]), c_off, gtwrw, tr_vecs, tr_mems,
-            c_twrw, gtw, tv, np.array([tm.get(x, 0.0) for x in tiers]), c_off + sp_tw / w,
+            cap, state.const, gdp, v, c.dp_bytes, c_off, gtwrw, tr_vecs, tr_mems,
+            c_twrw, gtw, tv, c.tw_bytes, c_off + sp_tw / w,
             const(sorted({*off, gtw}), sp_off + sp_tw))
         if code < 0:
             continue
         state.take_ranks(slice(0, w), DP, v, m)  # the change the trial found, applied as the numpy form applies it
-        state.spread -= spread(t, DP, w)
+        state.spread -= c.sp_dp
         st, ranks = (TWRW, list(range(where * h, where * h + h))) if code == 0 else (TW, [where])
         _apply(state, shard, t, st, ranks, spread(t, st, len(ranks)))
         layout[name] = (st, [] if st in (TW, CW) else ranks)

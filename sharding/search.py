@@ -277,9 +277,15 @@ class Loads(Bins):
         """(fits, J, secondary) per host after putting shards[i] (group g) on each host's i-th rank (a
         table-row-wise group), all hosts at once; `const` is the step's fixed cost with the group present. One
         compiled call (`search_kernels.host_scores`; `host_scores_reference` is its numpy form)."""
-        tiers = self.tiers
         vecs = np.array([v for v, _ in shards])
-        mems = np.array([[m.get(t, 0.0) for t in tiers] for _, m in shards])
+        return self.host_scores_arrays(g, vecs, np.array([[m.get(t, 0.0) for t in self.tiers] for _, m in shards]),
+                                       const)
+
+    def host_scores_arrays(self, g: int, vecs: np.ndarray, mems: np.ndarray, const: float,
+                           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`host_scores` of shards given as arrays: vectors (h, K), bytes per tier (h, tiers) (a table's are the
+        same on every trial: `pack.Cuts`)."""
+        tiers = self.tiers
         return host_scores(self.L, self.count, self.res.hold, self.res.s0, self.res.s1, const, g, vecs, mems,
                            np.stack([self.used[t] for t in tiers]), np.array([self.cap[t] for t in tiers], float))
 
@@ -369,14 +375,28 @@ def _search_arrays(state: Loads, pieces: list[Piece]) -> tuple:
     ranks = np.array([p.rank for p in pieces], dtype=np.int64)
     vecs = np.array([p.vec for p in pieces])
     groups = np.array([GROUP[p.st] for p in pieces], dtype=np.int64)
-    ids: dict[str, int] = {}
-    tables = np.array([ids.setdefault(p.table, len(ids)) for p in pieces], dtype=np.int64)
+    tables = table_ids(pieces)
     size = (vecs * res.weight).sum(axis=1)
     multi = np.bincount(tables) > 1
-    mems = np.array([[p.mem[t] if t in p.mem else 0.0 for t in state.tiers] for p in pieces], dtype=np.float64)
+    mems = piece_bytes(pieces, state.tiers)
     used = np.stack([state.used[t] for t in state.tiers])
     cap = np.array([state.cap[t] for t in state.tiers], dtype=np.float64)
     return res, ranks, vecs, groups, tables, size, multi, mems, used, cap
+
+
+def table_ids(pieces: list[Piece]) -> np.ndarray:
+    """Each piece's table as an index, tables numbered in order of first appearance; a fixed number of Python
+    calls, not a few per piece (r1000 builds ~27k of these rows per plan)."""
+    names = [p.table for p in pieces]
+    ids = {n: i for i, n in enumerate(dict.fromkeys(names))}
+    return np.array([ids[n] for n in names], dtype=np.int64)
+
+
+def piece_bytes(pieces: list[Piece], tiers: list[str]) -> np.ndarray:
+    """(pieces, tiers): each piece's bytes per tier (0 where it has none), built a tier at a time (the same
+    floats as row by row, in a fixed number of Python calls)."""
+    cols = [[p.mem[t] if t in p.mem else 0.0 for p in pieces] for t in tiers]
+    return np.ascontiguousarray(np.array(cols, dtype=np.float64).reshape(len(tiers), len(pieces)).T)
 
 
 def _write_back(state: Loads, pieces: list[Piece], ranks: np.ndarray, used: np.ndarray) -> None:

@@ -298,3 +298,41 @@ def test_compiled_replica_score_and_host_pick_match_the_numpy_ones() -> None:
                 hosts.add(pack._lexmin(ok, j, s))
         assert _same_loads(state, before)
     assert scored > 0 and len(hosts) > 1
+
+
+def test_table_cuts_are_the_shards_each_trial_made() -> None:
+    """`Cuts` (a table's re-cuts, made once per table) holds what `_try_split` and `_unreplicate` built on every
+    trial: the same shard objects in `row_ranges`' order, the same bytes rows and spreads, bit for bit; and
+    `retype` with the builder's memo (`Builder.cuts`, shared across scales) changes what it changes without it."""
+    import sharding.pack as pack
+    from sharding.layouts import column_splits
+    seen = 0
+    for b, fresh in _placed_states((2, 14, 34)):
+        topo, tiers = b.topo, [x.name for x in b.topo.tiers]
+        w, h = topo.world_size, min(topo.ranks_per_host, topo.world_size)
+        for t in b.cost.workload.tables[:12]:
+            c = b.cuts(t)
+            assert c is b.cuts(t) and c.tw is b.shard(t, TW, t.rows, t.dim)
+            assert c.dp is b.shard(t, ShardingType.DATA_PARALLEL, t.rows, t.dim)
+            assert np.array_equal(c.tw_bytes, [c.tw[1].get(x, 0.0) for x in tiers])
+            assert (c.sp_tw, c.sp_dp) == (b.spread(t, TW, 1), b.spread(t, ShardingType.DATA_PARALLEL, w))
+            if h > 1 and topo.num_hosts > 1:
+                want = [b.shard(t, TWRW, hi - lo, t.dim) for lo, hi in row_ranges(t.rows, h)]
+                assert all(x is y for x, y in zip(c.twrw, want, strict=True)) and c.sp_twrw == b.spread(t, TWRW, h)
+                assert np.array_equal(c.twrw_vecs, np.array([v for v, _ in want]))
+                assert np.array_equal(c.twrw_bytes, np.array([[m.get(x, 0.0) for x in tiers] for _, m in want]))
+            else:
+                assert c.twrw == []
+            ks = [k for k in column_splits(t.dim) if k <= min(w, pack.MAX_SPLIT)]
+            assert [k for k, *_ in c.column()] == ks
+            for k, v, m, mb, sp in c.column():
+                cut = b.shard(t, ShardingType.COLUMN_WISE, t.rows, t.dim // k)
+                assert v is cut[0] and m is cut[1]
+                assert np.array_equal(mb, [m.get(x, 0.0) for x in tiers]) and sp == b.spread(t, ShardingType.COLUMN_WISE, k)
+            seen += 1
+        (sa, pa, la), (sr, pr, lr) = fresh(), fresh()
+        got = pack.retype(sa, pa, la, b.cost.tables, b.shard, 4, b.spread, cuts=b.cuts)
+        want = pack.retype(sr, pr, lr, b.cost.tables, b.shard, 4, b.spread)
+        assert _same_loads(sa, sr) and la == lr
+        assert [(p.table, p.st, p.rank) for p in got] == [(p.table, p.st, p.rank) for p in want]
+    assert seen > 0

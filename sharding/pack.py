@@ -53,7 +53,6 @@ TW, CW, RW, TWRW, DP = (ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE, Shard
                         ShardingType.TABLE_ROW_WISE, ShardingType.DATA_PARALLEL)
 Option = tuple[ShardingType, int, np.ndarray, float]  # (type, pieces, summed (ours, TorchRec) work, largest piece)
 RETYPE_ROUNDS, HOT_TABLES = 24, 3  # re-cuts (or merges) at most per packing; largest pieces tried per hot rank
-_CUTS = object()  # `Builder.cuts`' keys in `Resources.groups`
 MAX_SPLIT = 8  # column-wise re-cuts tried: k ≤ this
 _PIECE = itemgetter(3)  # an option's largest piece
 
@@ -345,12 +344,11 @@ class Builder:
 
     def cuts(self, t: TableSpec) -> Cuts:
         """`Cuts` of table t on this builder's shards and spreads, memoised per table and tier: the same for
-        every packing and every scale, so kept where `_group` keeps its vectors (`Resources.groups`, shared by
-        the resources on other scales; the key's first item, `_CUTS`, is no table name)."""
-        key = (_CUTS, t.name, *self.tiers[t.name])
-        got = self.res.groups.get(key)
+        every packing and every scale, so kept in `Resources.cuts`, shared by the resources on other scales)."""
+        key = (t.name, *self.tiers[t.name])
+        got = self.res.cuts.get(key)
         if got is None:
-            got = self.res.groups[key] = Cuts(self.topo, self.shard, self.spread, t)
+            got = self.res.cuts[key] = Cuts(self.topo, self.shard, self.spread, t)
         return got
 
     def choose_all(self, theta: float, mu: float, allow_dp: bool, least_work: bool | int = False,

@@ -65,6 +65,7 @@ class Resources:
         self.raw_options: dict[tuple, list] = {} if share is None else share.raw_options  # `pack.Builder._priced`
         self.groups: dict[tuple, tuple] = {} if share is None else share.groups  # `pack.Builder._group`
         self.option_arrays: dict[tuple, dict] = {} if share is None else share.option_arrays  # `Builder._price_all`
+        self.cuts: dict[tuple, object] = {} if share is None else share.cuts  # `pack.Builder.cuts`
 
     def const(self, groups: set[ShardingType]) -> float:
         """Fixed seconds of the step with these groups present (same on every rank), summed in `STYPES`' order: a

@@ -253,7 +253,7 @@ def train(records_path: str | list[str], hardware: str | list[str], out: str,
              "importance": {"step": step_imp, "rank": rank_imp, "lookup": lookup_imp}, "heldout": heldout,
              "provenance": {**provenance, **({"machine": steps[0]["machine"]} if steps and steps[0].get("machine")
                                              else {}), "records": paths[0] if len(paths) == 1 else paths, "step_records": len(tab["y"]),
-                            "rank_records": len(tab["yr"]), "lookup_records": len(ly), "hardware": hws[0] if len(hws) == 1 else hws,
+                            "rank_records": len(tab["yr"]), "lookup_records": len(ly), "hardware": hws[0] if len(set(hws)) == 1 else hws,
                             "machines": sorted({json.dumps(r.get("machine"), sort_keys=True) for r in steps}),
                             "record_git_shas": sorted({str(r.get("git_sha")) for r in records}),
                             "loadavg_1min": {"median": float(np.median(loads)), "max": float(max(loads))}

@@ -58,7 +58,7 @@ def test_pooled_collections_train_with_their_own_hardware_and_keep_provenance(tm
     collect.append(b, recs[9:])
     model = train([str(a), str(b)], [HW, HW], str(tmp_path / "m.json"), {"git_sha": "abc"})
     prov = model["provenance"]
-    assert prov["records"] == [str(a), str(b)] and prov["hardware"] == [HW, HW] and prov["step_records"] == 18
+    assert prov["records"] == [str(a), str(b)] and prov["hardware"] == HW and prov["step_records"] == 18
     assert model["step_lambda"] in LAMBDAS and set(model["lambda_cv"]) == {"step", "rank"}
     assert json.loads((tmp_path / "m.json").read_text())["step_lambda"] == model["step_lambda"]
 
@@ -70,3 +70,20 @@ def test_train_refuses_unpaired_hardware_files_in_one_line(tmp_path, capsys) -> 
     assert perfmodel_main(argv) == 2
     err = capsys.readouterr().err
     assert "2 --records and 3 --hardware" in err and len(err.strip().splitlines()) == 1
+
+
+def test_cli_train_pools_two_records_files(tmp_path, capsys) -> None:
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    recs = _synthetic_records(4)
+    collect.append(a, recs[:6])
+    collect.append(b, recs[6:])
+    out = tmp_path / "m.json"
+    assert perfmodel_main(["train", "--records", str(a), "--records", str(b), "--hardware", HW, "--out", str(out)]) == 0
+    model = json.loads(out.read_text())
+    assert model["provenance"]["records"] == [str(a), str(b)] and model["provenance"]["step_records"] == 12
+    assert f"-> {out}" in capsys.readouterr().out
+    assert model["provenance"]["hardware"] == HW  # one file for both: evaluate finds it
+    model["provenance"]["hardware"] = [HW, "other.yaml"]
+    out.write_text(json.dumps(model))
+    assert perfmodel_main(["evaluate", "--model", str(out), "--records", str(a)]) == 2  # which one: ask
+    assert "give --hardware" in capsys.readouterr().err

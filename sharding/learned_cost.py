@@ -4,7 +4,7 @@
 up, bytes gathered from DRAM for tables beyond the last-level cache, dims, skew, collective bytes, sharding groups,
 balance). Gradient-boosted trees (`benchmarks.perfmodel.train` fits them) predict the log ratio measured /
 analytic of the step and of each rank's embedding time; `LearnedCostModel` multiplies the analytic figure by
-exp(prediction). The trees are stored as plain arrays in a JSON file with the provenance of their data (machine,
+exp(λ · prediction), λ the shrinkage leave-one-family-out CV chose at training (`correction`). The trees are stored as plain arrays in a JSON file with the provenance of their data (machine,
 git sha, record count, date), so predicting needs only numpy.
 
 The LLC-aware terms come from the calibration's `lookup_model` (`benchmarks.calibrate`): a row of a table of
@@ -28,7 +28,7 @@ from sharding.topology import Topology
 from sharding.workload import PlanWorkload
 
 __all__ = ["LookupModel", "plan_features", "rank_features", "predict_trees", "LearnedCostModel", "STEP_FEATURES",
-           "RANK_FEATURES", "load_learned", "LearnedModelError"]
+           "RANK_FEATURES", "load_learned", "LearnedModelError", "correction"]
 
 _TYPES = ("TW", "RW", "CW", "TWRW", "DP")
 STEP_FEATURES = ("log_analytic_ms", "fwd_share", "bwd_share", "opt_share", "comms_share", "fixed_share",
@@ -182,6 +182,15 @@ def predict_trees(model: dict[str, Any], x: np.ndarray) -> np.ndarray:
     return out
 
 
+def correction(model: dict[str, Any], kind: str, x: np.ndarray) -> np.ndarray:
+    """The log factor measured / analytic the model applies to rows `x` of `kind` ("step" or "rank"): the trees'
+    prediction × the shrinkage `<kind>_lambda` that leave-one-family-out CV chose when training (1 in older
+    files). Shrinking matters because a family unlike the training ones gets a correction learned on others; on
+    the collections pooled the CV kept a tenth of it (results/validation/learned_shrink_20261203.md)."""
+    x = np.atleast_2d(np.asarray(x, dtype=np.float64))
+    return float(model.get(f"{kind}_lambda", 1.0)) * predict_trees(model[kind], x)
+
+
 def load_learned(path: str | Path) -> dict[str, Any]:
     """A trained model file (JSON): {"step": trees, "rank": trees, "features": ..., "provenance": ...}."""
     p = Path(path)
@@ -197,7 +206,7 @@ def load_learned(path: str | Path) -> dict[str, Any]:
 
 @dataclass
 class LearnedCostModel:
-    """The analytic model's step and rank times × exp(the trees' predicted log ratio measured / analytic)."""
+    """The analytic model's step and rank times × exp(λ × the trees' predicted log ratio measured / analytic)."""
 
     workload: PlanWorkload
     topology: Topology
@@ -210,7 +219,7 @@ class LearnedCostModel:
     def plan_cost(self, plan: ShardingPlan) -> float:
         f = plan_features(self.analytic, plan, self.lookup)
         x = np.array([[f[k] for k in STEP_FEATURES]])
-        return self.analytic.plan_cost(plan) * float(np.exp(predict_trees(self.model["step"], x)[0]))
+        return self.analytic.plan_cost(plan) * float(np.exp(correction(self.model, "step", x)[0]))
 
     def rank_seconds(self, plan: ShardingPlan) -> list[float]:
         """Per rank, predicted embedding-stage seconds (the analytic ones where no rank model was trained)."""
@@ -219,5 +228,5 @@ class LearnedCostModel:
             return base
         feats = rank_features(self.analytic, plan, self.lookup)
         x = np.array([[f[k] for k in RANK_FEATURES] for f in feats])
-        return [b * float(math.exp(r)) for b, r in zip(base, predict_trees(self.model["rank"], x), strict=True)]
+        return [b * float(math.exp(r)) for b, r in zip(base, correction(self.model, "rank", x), strict=True)]
 

@@ -42,8 +42,10 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--plans", default=",".join(COLLECT_PLANS), help="comma-separated plans per family")
     c.add_argument("--timeout", type=float, default=600.0)
     t = sub.add_parser("train", help="fit the trees; write the model with its provenance")
-    t.add_argument("--records", default=RECORDS)
-    t.add_argument("--hardware", default="")
+    t.add_argument("--records", action="append", default=[], help="records file (repeat to pool collections; "
+                   f"default {RECORDS})")
+    t.add_argument("--hardware", action="append", default=[], help="the hardware file its records were measured "
+                   "with (one for all, or one per --records, in order)")
     t.add_argument("--out", default=MODEL)
     e = sub.add_parser("evaluate", help="held-out error and feature importance of a trained model")
     e.add_argument("--model", default=MODEL)
@@ -148,12 +150,17 @@ def _train(a: argparse.Namespace) -> int:
     from benchmarks.perfmodel.train import train
     from benchmarks.records import git_sha
 
-    if not Path(a.records).is_file():
-        return _fail(f"--records {a.records!r}: no such file (run `dlrmbench perfmodel collect`)")
-    hw = _hardware(a.hardware)
+    paths = a.records or [RECORDS]
+    for p in paths:
+        if not Path(p).is_file():
+            return _fail(f"--records {p!r}: no such file (run `dlrmbench perfmodel collect`)")
+    if len(a.hardware) > 1 and len(a.hardware) != len(paths):
+        return _fail(f"{len(paths)} --records and {len(a.hardware)} --hardware: give one hardware file, or one per "
+                     "records file")
+    hws = [_hardware(h) for h in (a.hardware or [""])]
     try:
         # the machine is the records' (where they were measured); this one's only when they name none
-        model = train(a.records, hw, a.out, {"git_sha": git_sha(), "machine": fingerprint()})
+        model = train(paths, hws, a.out, {"git_sha": git_sha(), "machine": fingerprint()})
     except ValueError as e:
         return _fail(str(e))
     _print_eval(model)
@@ -166,7 +173,7 @@ def _evaluate(a: argparse.Namespace) -> int:
 
     from benchmarks.perfmodel.machine import check_machine
     from benchmarks.perfmodel.train import read_records, step_table
-    from sharding.learned_cost import LearnedModelError, load_learned, predict_trees
+    from sharding.learned_cost import LearnedModelError, correction, load_learned
 
     try:
         model = load_learned(a.model)
@@ -178,7 +185,11 @@ def _evaluate(a: argparse.Namespace) -> int:
     for w in check_machine(model.get("provenance", {}).get("machine"), what="learned model"):
         print(w)
     if a.records:
-        hw = a.hardware or model["provenance"].get("hardware") or _hardware("")
+        trained_on = model["provenance"].get("hardware")
+        if not a.hardware and isinstance(trained_on, list):
+            return _fail("the model was trained on several hardware files: give --hardware, the one --records "
+                         "were measured with")
+        hw = a.hardware or trained_on or _hardware("")
         records = read_records(a.records)
         tab = step_table(records, hw)
         if not len(tab["y"]):
@@ -191,7 +202,7 @@ def _evaluate(a: argparse.Namespace) -> int:
         for kind, x, y in (("step", tab["x"], tab["y"]), ("rank", tab["xr"], tab["yr"])):
             if model.get(kind) is None or not len(y):
                 continue
-            learned = np.abs(np.exp(-(y - predict_trees(model[kind], x))) - 1)
+            learned = np.abs(np.exp(-(y - correction(model, kind, x))) - 1)
             analytic = np.abs(np.exp(-y) - 1)
             out.update({f"{kind}_analytic_median": round(float(np.median(analytic)), 4),
                         f"{kind}_analytic_p90": round(float(np.quantile(analytic, 0.9)), 4),

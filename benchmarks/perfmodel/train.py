@@ -31,9 +31,11 @@ from sharding.learned_cost import (
 )
 
 __all__ = ["case_model", "export_trees", "fit_trees", "step_table", "lookup_table", "train", "evaluate_split", "LOOKUP_FEATURES",
+           "choose_lambda", "LAMBDAS", "pooled_tables",
            "HOLDOUT_EVERY", "read_records", "lookup_price", "ANALYTIC_BACKEND"]
 
 HOLDOUT_EVERY = 5
+LAMBDAS = (0.0, 0.1, 0.25, 0.5, 0.75, 1.0)  # shrinkage grid of `choose_lambda`
 LOOKUP_FEATURES = ("log_analytic_us", "log_rows", "dim", "log_batch", "pooling", "alpha", "llc_ratio", "unique_share",
                    "backend_torch")
 GBT = {"loss": "huber", "n_estimators": 150, "max_depth": 3, "learning_rate": 0.05, "subsample": 0.8, "min_samples_leaf": 3,
@@ -71,6 +73,24 @@ def fit_trees(x: np.ndarray, y: np.ndarray, names: tuple[str, ...]) -> tuple[dic
     model = GradientBoostingRegressor(**params).fit(x, y)
     imp = {n: round(float(v), 4) for n, v in zip(names, model.feature_importances_, strict=True)}
     return export_trees(model, x), dict(sorted(imp.items(), key=lambda kv: -kv[1]))
+
+
+def choose_lambda(x: np.ndarray, y: np.ndarray, groups: np.ndarray, names: tuple[str, ...],
+                  ) -> tuple[float, dict[str, float]]:
+    """(λ, median error per λ): each family predicted by trees fitted on the others (leave-one-family-out), the
+    λ of `LAMBDAS` whose λ · prediction errs least at the median. A correction learned on some families need
+    not hold on the next: on the collections pooled (32 families) CV kept λ = 0.1, on one narrow collection
+    more; fewer than 3 families: λ = 1 (nothing to judge by)."""
+    fams = np.unique(groups)
+    if len(fams) < 3:
+        return 1.0, {}
+    pred = np.zeros_like(y)
+    for f in fams:
+        te = groups == f
+        pred[te] = predict_trees(fit_trees(x[~te], y[~te], names)[0], x[te])
+    errs = {str(lam): float(np.median(np.abs(np.exp(-(y - lam * pred)) - 1.0))) for lam in LAMBDAS}
+    best = min(LAMBDAS, key=lambda lam: errs[str(lam)])
+    return float(best), errs
 
 
 def case_model(rec: dict[str, Any], hardware: str) -> tuple[Any, Any, LookupModel]:
@@ -153,8 +173,9 @@ def _errors(log_ratio: np.ndarray) -> dict[str, float]:
 
 
 def evaluate_split(x: np.ndarray, y: np.ndarray, groups: np.ndarray, names: tuple[str, ...],
-                   priced: np.ndarray | None = None) -> dict[str, Any]:
-    """Train on the families not held out, predict the held-out ones: analytic and learned errors. With
+                   priced: np.ndarray | None = None, shrink: bool = False) -> dict[str, Any]:
+    """Train on the families not held out, predict the held-out ones: analytic and learned errors (`shrink`: the
+    prediction × the λ that `choose_lambda` picks on the training families alone, as `train` does). With
     `priced` (the rows the analytic model prices), the analytic error is over those held-out rows only and the
     learned one is given over them too ("learned_priced")."""
     test = groups % HOLDOUT_EVERY == 0
@@ -162,6 +183,8 @@ def evaluate_split(x: np.ndarray, y: np.ndarray, groups: np.ndarray, names: tupl
         test = np.arange(len(y)) % HOLDOUT_EVERY == 0  # too few families: hold out every 5th record instead
     trees, _ = fit_trees(x[~test], y[~test], names)
     pred = predict_trees(trees, x[test])
+    lam = choose_lambda(x[~test], y[~test], groups[~test], names)[0] if shrink else 1.0
+    pred = lam * pred
     if priced is None:
         return {"analytic": _errors(y[test]), "learned": _errors(y[test] - pred),
                 "train_records": int((~test).sum()), "heldout_records": int(test.sum())}
@@ -171,39 +194,73 @@ def evaluate_split(x: np.ndarray, y: np.ndarray, groups: np.ndarray, names: tupl
             "train_records": int((~test).sum()), "heldout_records": int(test.sum()), "priced_records": int(on.sum())}
 
 
-def train(records_path: str, hardware: str, out: str, provenance: dict[str, Any]) -> dict[str, Any]:
-    """Fit the step, rank and lookup trees on all records (the held-out evaluation fits its own), save the
-    model with its provenance and held-out errors; return the saved dict."""
-    records = read_records(records_path)
-    tab = step_table(records, hardware)
-    if len(tab["y"]) < 8:
-        raise ValueError(f"{records_path}: {len(tab['y'])} step records with plans; training needs ≥ 8 "
-                         "(run `dlrmbench perfmodel collect`)")
+FAMILY_STRIDE = 1000  # pooled collections: file i's families are numbered i·1000 + seed, so none collide
+
+
+def pooled_tables(paths: list[str], hardwares: list[str]) -> tuple[list[dict[str, Any]], dict[str, Any], tuple]:
+    """(all records, the step table, the lookup table) of several collections, each priced on its own hardware
+    file (its calibration: the analytic model the correction is learned against must be the one its records
+    were measured with)."""
     from sharding.topology import load_topology
 
-    lm = LookupModel.from_hardware(hardware, load_topology(hardware, ranks=2))
-    lx, ly, lg, lp = lookup_table(records, lm)
+    records, tabs, looks = [], [], []
+    for i, (path, hw) in enumerate(zip(paths, hardwares, strict=True)):
+        recs = read_records(path)
+        records += recs
+        tab = step_table(recs, hw)
+        tab["groups"], tab["gr"] = tab["groups"] + i * FAMILY_STRIDE, tab["gr"] + i * FAMILY_STRIDE
+        tabs.append(tab)
+        lx, ly, lg, lp = lookup_table(recs, LookupModel.from_hardware(hw, load_topology(hw, ranks=2)))
+        looks.append((lx, ly, lg + i * FAMILY_STRIDE, lp))
+    tab = {k: np.concatenate([t[k] for t in tabs if len(t[k])]) if any(len(t[k]) for t in tabs) else tabs[0][k]
+           for k in tabs[0]}
+    look = tuple(np.concatenate([lk[j] for lk in looks if len(lk[1])]) if any(len(lk[1]) for lk in looks)
+                 else looks[0][j] for j in range(4))
+    return records, tab, look
+
+
+def train(records_path: str | list[str], hardware: str | list[str], out: str,
+          provenance: dict[str, Any]) -> dict[str, Any]:
+    """Fit the step, rank and lookup models on all records (the held-out evaluation fits its own), save the
+    model with its provenance and held-out errors; return the saved dict. Several records files pool their
+    collections, each priced on its own hardware file (one hardware file for all when one is given)."""
+    paths = [records_path] if isinstance(records_path, str) else list(records_path)
+    hws = [hardware] if isinstance(hardware, str) else list(hardware)
+    hws = hws * len(paths) if len(hws) == 1 else hws
+    if len(hws) != len(paths):
+        raise ValueError(f"{len(paths)} records files and {len(hws)} hardware files: give one hardware file, "
+                         "or one per records file")
+    records, tab, (lx, ly, lg, lp) = pooled_tables(paths, hws)
+    if len(tab["y"]) < 8:
+        raise ValueError(f"{', '.join(paths)}: {len(tab['y'])} step records with plans; training needs ≥ 8 "
+                         "(run `dlrmbench perfmodel collect`)")
     step, step_imp = fit_trees(tab["x"], tab["y"], STEP_FEATURES)
     rank, rank_imp = fit_trees(tab["xr"], tab["yr"], RANK_FEATURES) if len(tab["yr"]) >= 8 else (None, {})
+    step_lam, step_cv = choose_lambda(tab["x"], tab["y"], tab["groups"], STEP_FEATURES)
+    rank_lam, rank_cv = (choose_lambda(tab["xr"], tab["yr"], tab["gr"], RANK_FEATURES) if rank is not None
+                         else (1.0, {}))
     lookup, lookup_imp = fit_trees(lx, ly, LOOKUP_FEATURES) if len(ly) >= 8 else (None, {})
     steps = [r for r in records if r.get("kind") == "step"]
     loads = [r["loadavg"][0] for r in records if r.get("loadavg")]
-    heldout = {"step": evaluate_split(tab["x"], tab["y"], tab["groups"], STEP_FEATURES)}
+    heldout = {"step": evaluate_split(tab["x"], tab["y"], tab["groups"], STEP_FEATURES, shrink=True)}
     if rank is not None:
-        heldout["rank"] = evaluate_split(tab["xr"], tab["yr"], tab["gr"], RANK_FEATURES)
+        heldout["rank"] = evaluate_split(tab["xr"], tab["yr"], tab["gr"], RANK_FEATURES, shrink=True)
     if lookup is not None:
         heldout["lookup"] = evaluate_split(lx, ly, lg, LOOKUP_FEATURES, lp if lp.any() else None)
-    model = {"step": step, "rank": rank, "lookup": lookup, "step_features": list(STEP_FEATURES),
+    model = {"step": step, "rank": rank, "lookup": lookup,
+             "step_lambda": step_lam, "rank_lambda": rank_lam, "lambda_cv": {"step": step_cv, "rank": rank_cv}, "step_features": list(STEP_FEATURES),
              "rank_features": list(RANK_FEATURES), "lookup_features": list(LOOKUP_FEATURES),
              "importance": {"step": step_imp, "rank": rank_imp, "lookup": lookup_imp}, "heldout": heldout,
              "provenance": {**provenance, **({"machine": steps[0]["machine"]} if steps and steps[0].get("machine")
-                                             else {}), "records": records_path, "step_records": len(tab["y"]),
-                            "rank_records": len(tab["yr"]), "lookup_records": len(ly), "hardware": hardware,
+                                             else {}), "records": paths[0] if len(paths) == 1 else paths, "step_records": len(tab["y"]),
+                            "rank_records": len(tab["yr"]), "lookup_records": len(ly), "hardware": hws[0] if len(set(hws)) == 1 else hws,
                             "machines": sorted({json.dumps(r.get("machine"), sort_keys=True) for r in steps}),
                             "record_git_shas": sorted({str(r.get("git_sha")) for r in records}),
                             "loadavg_1min": {"median": float(np.median(loads)), "max": float(max(loads))}
                             if loads else {}, "trained": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                             "gbt": GBT, "target": "log(measured / analytic)",
+                            "shrinkage": "λ of LAMBDAS with the least median step (rank) error over "
+                                         "leave-one-family-out predictions of the training records",
                             "lookup_analytic": "FBGEMM records only, priced by `lookup_price`"}}
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)

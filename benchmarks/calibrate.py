@@ -99,10 +99,13 @@ OVERHEAD_PLANS = ("TW", "RW", "CW", "TWRW", "DP", "TW+RW")
 # steps 28%/18% off against 32%/37% (results/validation/calibrate_time_20261203.md); a median over 3 still
 # outvotes one disturbed round
 ROUNDS, REPEATS = 3, 8
-# timed steps of each TorchRec stage plan per round: validate-cost's default, so that the stage medians fitted are
-# the same kind of number as the validated ones (with 8, at load 2–3, a TW plan's stages summed 1.5–2.5× what 20
-# steps gave 20 minutes earlier at load 1–2; load and steps not separated)
-STAGE_STEPS = 20
+# timed steps of each TorchRec stage plan per round, and warm-up steps before the plain and again before the staged
+# ones: 12 and 1 since 2026-12-03 (26 steps a plan; was validate-cost's 20 and 3, 46 steps, 71 of calibrate's
+# 122 s; the staged steps follow the plain ones of the same plan, already warm); the median over 3 rounds of a
+# 12-step median; A/B in results/validation/calibrate_time_i19a_20261203.md (with 8 steps at load 2–3, a TW plan's
+# stages once summed 1.5–2.5× what 20 steps gave 20 minutes earlier at load 1–2; load and steps not separated)
+STAGE_STEPS = 12
+STAGE_WARMUP = 1
 STAGE_KEYS = ("input_dist", "lookup", "output_dist", "output_dist_bwd", "lookup_bwd", "optimizer")
 
 
@@ -402,8 +405,9 @@ def _stage_times(world: int, repeats: int, shift: int = 0, cache: dict | None = 
         t0 = time.perf_counter()
         overrides, plan = _overhead_plan(kind, world, big, stack, configs)
         cfg = _composed(overrides, configs)
-        cfg = replace(cfg, dist=replace(cfg.dist, repeats=repeats))  # as the override dist.repeats=…
-        case = resolve_case(key, [*overrides, f"dist.repeats={repeats}"], plan, world, cfg)
+        cfg = replace(cfg, dist=replace(cfg.dist, repeats=repeats, warmup=STAGE_WARMUP))  # as the overrides
+        case = resolve_case(key, [*overrides, f"dist.repeats={repeats}", f"dist.warmup={STAGE_WARMUP}"], plan,
+                            world, cfg)
         wkey = tuple(overrides)
         if wkey not in states:
             states[wkey] = reference_state(case.spec, case.cfg.dist.model)

@@ -48,7 +48,8 @@ Runs as a job of N local ranks (gloo/CPU), every rank measuring at once as ranks
                      loss and dense gradients run over them) -> `not_priced.step_overhead_per_value`
                      (measured, not priced: `sharding.cost.CostModel.outside` says why).
   stacked            the larger TW plan with every table on rank 0 ("TW:stack"): the lone rank's lookup and
-                     backward speed-up and the KJT all-to-all against the model's price (`stacked`); printed and
+                     backward speed-up and the KJT all-to-all against the model's price (`stacked`), in the
+                     first round only (STACK_NOTE); printed and
                      stored, not priced.
 Rounds: everything above runs in `--rounds` interleaved rounds (each runs every microbenchmark once, `--repeats`
 timed calls per point and `--steps` timed steps per stage plan, in an order rotated by one per round); every term is fitted on each round alone and the
@@ -98,10 +99,13 @@ OVERHEAD_PLANS = ("TW", "RW", "CW", "TWRW", "DP", "TW+RW")
 # steps 28%/18% off against 32%/37% (results/validation/calibrate_time_20261203.md); a median over 3 still
 # outvotes one disturbed round
 ROUNDS, REPEATS = 3, 8
-# timed steps of each TorchRec stage plan per round: validate-cost's default, so that the stage medians fitted are
-# the same kind of number as the validated ones (with 8, at load 2–3, a TW plan's stages summed 1.5–2.5× what 20
-# steps gave 20 minutes earlier at load 1–2; load and steps not separated)
-STAGE_STEPS = 20
+# timed steps of each TorchRec stage plan per round, and warm-up steps before the plain and again before the staged
+# ones: 12 and 1 since 2026-12-03 (26 steps a plan; was validate-cost's 20 and 3, 46 steps, 71 of calibrate's
+# 122 s; the staged steps follow the plain ones of the same plan, already warm); the median over 3 rounds of a
+# 12-step median; A/B in results/validation/calibrate_time_i19a_20261203.md (with 8 steps at load 2–3, a TW plan's
+# stages once summed 1.5–2.5× what 20 steps gave 20 minutes earlier at load 1–2; load and steps not separated)
+STAGE_STEPS = 12
+STAGE_WARMUP = 1
 STAGE_KEYS = ("input_dist", "lookup", "output_dist", "output_dist_bwd", "lookup_bwd", "optimizer")
 
 
@@ -192,9 +196,12 @@ def residual(points: list[dict], x: str, y: str, fit: tuple[float, float]) -> tu
     return float(np.median(res)), float(max(res))
 
 
-def _lookups(cap: int | None, repeats: int, llc: int) -> list[dict[str, Any]]:
+def _lookups(cap: int | None, repeats: int, llc: int, cache: dict | None = None) -> list[dict[str, Any]]:
     """FBGEMM TBE forward and forward+backward (fused row-wise Adagrad) over dims × table size relative to the
-    last-level cache × access × batch; every rank measures at once, as ranks of a job do."""
+    last-level cache × access × batch; every rank measures at once, as ranks of a job do. `cache` (one dict for
+    all rounds) keeps each table's TBE and each point's batch, which are the same in every round: building and
+    initialising the two tables of 8 × the LLC cost ~5 s a rank per round, a fifth of the phase, and measured
+    nothing (the rounds' kernels then run over tables already paged in, as round 1's did after its build)."""
     import torch
     from fbgemm_gpu.split_embedding_configs import EmbOptimType
     from fbgemm_gpu.split_table_batched_embeddings_ops_common import EmbeddingLocation
@@ -206,16 +213,23 @@ def _lookups(cap: int | None, repeats: int, llc: int) -> list[dict[str, Any]]:
     from embedding.generate import WorkloadGenerator
     from embedding.spec import AccessSpec, PoolingSpec, TableSpec, WorkloadSpec
 
+    cache = {} if cache is None else cache
+    tbes, batches = cache.setdefault("tbes", {}), cache.setdefault("batches", {})
     pooling, points = 16, []
     for dim, mult in ((d, m) for d in DIMS for m in LLC_MULTIPLES):
         rows = lookup_rows(dim, mult, llc, cap)
-        tbe = SplitTableBatchedEmbeddingBagsCodegen(
-            [(rows, dim, EmbeddingLocation.HOST, ComputeDevice.CPU)],
-            optimizer=EmbOptimType.EXACT_ROWWISE_ADAGRAD, learning_rate=0.01)
+        if (rows, dim) not in tbes:
+            tbes[(rows, dim)] = SplitTableBatchedEmbeddingBagsCodegen(
+                [(rows, dim, EmbeddingLocation.HOST, ComputeDevice.CPU)],
+                optimizer=EmbOptimType.EXACT_ROWWISE_ADAGRAD, learning_rate=0.01)
+        tbe = tbes[(rows, dim)]
         for access, batch in ((a, b) for a in ACCESS for b in BATCHES):
-            table = TableSpec("t", rows, dim, pooling=PoolingSpec("fixed", pooling),
-                              access=AccessSpec(access, 1.05))
-            b = WorkloadGenerator(WorkloadSpec("calibrate", (table,), batch, 1)).batch(0)
+            key = (rows, dim, access, batch)
+            if key not in batches:
+                table = TableSpec("t", rows, dim, pooling=PoolingSpec("fixed", pooling),
+                                  access=AccessSpec(access, 1.05))
+                batches[key] = WorkloadGenerator(WorkloadSpec("calibrate", (table,), batch, 1)).batch(0)
+            b = batches[key]
             idx, off = torch.from_numpy(b.indices), torch.from_numpy(b.offsets)
 
             def fwd(tbe=tbe, idx=idx, off=off) -> None:
@@ -232,13 +246,15 @@ def _lookups(cap: int | None, repeats: int, llc: int) -> list[dict[str, Any]]:
                            "llc_multiple": round(rows * dim * 4 / llc, 3), "access": access, "batch": batch,
                            "ids": ids, "unique_rows": int(np.unique(b.indices).size), "bytes": nbytes,
                            "fwd_s": f, "train_s": t, "fwd_gbps": nbytes / f / 1e9})
-        del tbe
     return points
 
 
-def _colocated(points: list[dict[str, Any]], cap: int | None, repeats: int, llc: int) -> dict[str, float]:
+def _colocated(points: list[dict[str, Any]], cap: int | None, repeats: int, llc: int,
+               cache: dict | None = None) -> dict[str, float]:
     """Co-located ranks share the host's memory bandwidth: rank 0 times the largest DRAM-bound forward alone
-    (the others wait at a barrier) -> slowdown = the same point's time with every rank busy / alone."""
+    (the others wait at a barrier) -> slowdown = the same point's time with every rank busy / alone. With
+    `_lookups`' `cache`, on that point's own TBE and batch (the same kernel, forward only; building another
+    table of 8 × the LLC cost ~2.5 s a round while the other ranks waited)."""
     import torch
     import torch.distributed as dist
     from fbgemm_gpu.split_table_batched_embeddings_ops_common import EmbeddingLocation
@@ -253,10 +269,15 @@ def _colocated(points: list[dict[str, Any]], cap: int | None, repeats: int, llc:
     p = max((q for q in points if q["access"] == "uniform"), key=lambda q: q["ids"] * q["dim"] * q["llc_multiple"])
     alone = 0.0
     if dist.get_rank() == 0:
-        table = TableSpec("t", p["rows"], p["dim"], pooling=PoolingSpec("fixed", 16), access=AccessSpec("uniform"))
-        b = WorkloadGenerator(WorkloadSpec("calibrate", (table,), p["batch"], 1)).batch(0)
+        cache = cache or {}
+        b = cache.get("batches", {}).get((p["rows"], p["dim"], "uniform", p["batch"]))
+        if b is None:
+            table = TableSpec("t", p["rows"], p["dim"], pooling=PoolingSpec("fixed", 16),
+                              access=AccessSpec("uniform"))
+            b = WorkloadGenerator(WorkloadSpec("calibrate", (table,), p["batch"], 1)).batch(0)
         idx, off = torch.from_numpy(b.indices), torch.from_numpy(b.offsets)
-        tbe = SplitTableBatchedEmbeddingBagsCodegen([(p["rows"], p["dim"], EmbeddingLocation.HOST, ComputeDevice.CPU)])
+        tbe = cache.get("tbes", {}).get((p["rows"], p["dim"])) or SplitTableBatchedEmbeddingBagsCodegen(
+            [(p["rows"], p["dim"], EmbeddingLocation.HOST, ComputeDevice.CPU)])
 
         def fwd() -> None:
             with torch.no_grad():
@@ -353,9 +374,11 @@ def _overhead_plan(kind: str, world: int, big: bool = False, stack: bool = False
     return overrides, ShardingPlan(world, tables, optimizer=name).to_dict()
 
 
-def _stage_times(world: int, repeats: int, shift: int = 0, cache: dict | None = None) -> dict[str, Any]:
-    """One round of the TorchRec stage plans ("TW", …, "TW+RW", "TW:big", …, "TW:stack"), in an order rotated by
-    `shift`. `cache` (one dict for all rounds) keeps what is not measured and the same in every round: composed
+def _stage_times(world: int, repeats: int, shift: int = 0, cache: dict | None = None,
+                 stack: bool = True) -> dict[str, Any]:
+    """One round of the TorchRec stage plans ("TW", …, "TW+RW", "TW:big", …, and with `stack` "TW:stack"), in an
+    order rotated by `shift`; the calibration runs "TW:stack" in its first round only (STACK_NOTE). `cache` (one
+    dict for all rounds) keeps what is not measured and the same in every round: composed
     configs (`_composed`) and the initial weights per workload (`reference_state`: the five larger plans of
     4 × 100k × 64 share one; ~0.1 GB a rank), so a round spends its time building and stepping the plans:
     {"torchrec_stages_s": per plan and stage the median over steps (max over ranks, as every rank waits for the
@@ -371,7 +394,7 @@ def _stage_times(world: int, repeats: int, shift: int = 0, cache: dict | None = 
     cache = {} if cache is None else cache
     configs, states = cache.setdefault("configs", {}), cache.setdefault("states", {})
 
-    plans = [(k, False, False) for k in OVERHEAD_PLANS] + [(k, True, False) for k in _TYPES] + [("TW", True, True)]
+    plans = [(k, False, False) for k in OVERHEAD_PLANS] + [(k, True, False) for k in _TYPES] + [("TW", True, True)] * stack
     times: dict[str, dict[str, float]] = {}
     steps: dict[str, float] = {}
     gaps: dict[str, float] = {}
@@ -382,8 +405,9 @@ def _stage_times(world: int, repeats: int, shift: int = 0, cache: dict | None = 
         t0 = time.perf_counter()
         overrides, plan = _overhead_plan(kind, world, big, stack, configs)
         cfg = _composed(overrides, configs)
-        cfg = replace(cfg, dist=replace(cfg.dist, repeats=repeats))  # as the override dist.repeats=…
-        case = resolve_case(key, [*overrides, f"dist.repeats={repeats}"], plan, world, cfg)
+        cfg = replace(cfg, dist=replace(cfg.dist, repeats=repeats, warmup=STAGE_WARMUP))  # as the overrides
+        case = resolve_case(key, [*overrides, f"dist.repeats={repeats}", f"dist.warmup={STAGE_WARMUP}"], plan,
+                            world, cfg)
         wkey = tuple(overrides)
         if wkey not in states:
             states[wkey] = reference_state(case.spec, case.cfg.dist.model)
@@ -503,6 +527,9 @@ def stage_bandwidths(times: dict[str, dict[str, float]], nbytes: dict[str, dict[
 
 
 PHASES = ("lookups", "dense_optimizer", "collectives", "torchrec_stages")
+STACK_NOTE = ("the stacked plan (TW:stack), measured and not priced, runs in the first round only: at ~4 s a "
+              "round it was the dearest stage plan, and its figures (`stacked`) are stored and printed, not fitted "
+              "into anything the model reads; the figure is that round's, its spread over rounds empty")
 
 
 def _rank_main(args: argparse.Namespace) -> int:
@@ -521,26 +548,27 @@ def _rank_main(args: argparse.Namespace) -> int:
         machine = fingerprint() if rank == 0 else {}  # before the others start: a quiet probe
         dist.barrier()
         ref = {"start": _reference(world)}  # every rank at once, as the measured ranks run
-        llc, phases, rounds, cache = llc_bytes(), dict.fromkeys(PHASES, 0.0), [], {}
+        llc, phases, rounds, cache, lookup_cache = llc_bytes(), dict.fromkeys(PHASES, 0.0), [], {}, {}
         for r in range(args.rounds):
             m: dict[str, Any] = {"order": rotated(PHASES, r)}
             for phase in m["order"]:  # every microbenchmark once per round, each round starting one later
                 t0 = time.perf_counter()
                 if phase == "lookups":
-                    mine = _lookups(args.rows, args.repeats, llc)
+                    mine = _lookups(args.rows, args.repeats, llc, lookup_cache)
                     gathered: list[Any] = [None] * world
                     dist.all_gather_object(gathered, mine)
                     m["lookups"] = [p for g in gathered for p in g]
-                    m["colocated"] = _colocated(mine, args.rows, args.repeats, llc)
+                    m["colocated"] = _colocated(mine, args.rows, args.repeats, llc, lookup_cache)
                 elif phase == "dense_optimizer":
                     m["dense_optimizer"] = _dense_optimizer(args.repeats)
                 elif phase == "collectives":
                     m["collectives"] = _collectives(args.repeats)
                 else:
-                    m.update(_stage_times(world, args.steps, r, cache))
+                    m.update(_stage_times(world, args.steps, r, cache, stack=r == 0))
                 phases[phase] = round(phases[phase] + time.perf_counter() - t0, 2)
             m["loadavg"] = loadavg()
             rounds.append(m)
+        lookup_cache.clear()  # the lookup tables (~1.8 GB a rank) before the end's reference probe
         ref["end"] = _reference(world)
         if rank == 0:
             machine["loadavg_end"] = loadavg()
@@ -751,7 +779,7 @@ def write_yaml(out: str, rounds: list[dict[str, Any]], world: int, extra: dict[s
         "lookup_weights": weights,
         "not_priced": {  # measured and kept, not read by sharding.cost (see CostModel.outside for why)
             "step_overhead_per_value": med["step_overhead_per_value"],
-            "stacked": {**med.get("stacked", {}), "source": f"{how}: {per}; benchmarks.calibrate.stacked"}},
+            "stacked": {**med.get("stacked", {}), "source": f"{how}: the first round's; benchmarks.calibrate.stacked; {STACK_NOTE}"}},
         "machine": extra["machine"],
         "lookup_model": {"llc_bytes": llc, "forward": near, "backward": near_bwd,
                          "colocated_slowdown": round(float(med["colocated_slowdown"]), 3),

@@ -273,3 +273,16 @@ def test_backward_fit_finds_a_cost_per_distinct_row_whatever_its_width() -> None
     w = calibrate.lookup_weights(fit, fit, unique=True)["lookup_bwd"]
     assert w["row_bytes"] == pytest.approx(round(400e-9 * fit["near_bandwidth"], 2))
     assert "row_s" not in calibrate.fit_lookup(pts, LLC, "bwd_s")  # read per id (the forward's fit): no such term
+
+
+def test_the_stacked_plan_measured_in_the_first_round_only_is_that_rounds_figure() -> None:
+    stages = ("input_dist", "lookup", "output_dist", "output_dist_bwd", "lookup_bwd", "optimizer")
+    first = _round(1.0)
+    first["torchrec_stages_s"]["TW:stack"] = {**dict.fromkeys(stages, 1e-4), "lookup": 1e-4 + 2 * 0.9e-3 / 1.5,
+                                              "lookup_bwd": 1e-4 + 2 * 0.9e-3 / 1.25, "input_dist": 1e-4}
+    fit = calibrate.fit_rounds([first, _round(1.0), _round(2.0)], 2, LLC)
+    st = fit["median"]["stacked"]
+    assert st["lookup"] == pytest.approx(1.5) and st["lookup_bwd"] == pytest.approx(1.25)
+    assert [bool(f["stacked"]) for f in fit["rounds"]] == [True, False, False]
+    assert fit["median"]["stage_bandwidth"]["TW"]["lookup"] > 0  # the other rounds' stage fits are unaffected
+

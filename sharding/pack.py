@@ -718,8 +718,9 @@ def _dp_score_reference(state: Loads, v: np.ndarray, m: dict[str, float], more: 
 
 
 def _lexmin(ok: np.ndarray, j: np.ndarray, s: np.ndarray) -> int:
-    """The first index with the least (J, secondary) among `ok` ones; −1 if none (the reference of the compiled
-    `unreplicate_kernel._lexmin_host`, which the planner calls)."""
+    """The first index with the least (J, secondary) among `ok` ones; −1 if none. The reference paths
+    (`_best_host`, `_unreplicate_reference`) call it; the planner calls its compiled form,
+    `unreplicate_kernel._lexmin_host` (tests check they agree)."""
     if not ok.any():
         return -1
     j = np.where(ok, j, np.inf)
@@ -731,7 +732,7 @@ def _best_host(state: Loads, shards: list[tuple[np.ndarray, dict[str, float]]], 
     """The host whose ranks take a table-row-wise group (shards[i] on its i-th rank) with the least (J,
     secondary), the first on ties; −1 if it fits on no host (`search_kernels.place_groups` repeats it; the tests
     check the kernel against it)."""
-    return lexmin_host(*state.host_scores(STYPES.index(TWRW), shards, const))  # `_lexmin`, compiled
+    return _lexmin(*state.host_scores(STYPES.index(TWRW), shards, const))
 
 
 def _apply(state: Loads, shard: Shard, t: TableSpec, st: ShardingType, ranks: list[int], spread: float = 0.0,
@@ -939,7 +940,7 @@ def _unreplicate_reference(state: Loads, pieces: list[Piece], layout: Layout, ta
             present = {STYPES[g] for g in np.flatnonzero(state.count.sum(axis=1) > 0)}
             ok, j, s = state.host_scores(STYPES.index(TWRW), shards,
                                          state.const_with(present | {TWRW}, spread(t, TWRW, h)))
-            host = lexmin_host(ok, j, s)  # `_lexmin`, compiled
+            host = _lexmin(ok, j, s)
             if host >= 0:
                 best = ((float(j[host]), float(s[host])), TWRW, list(range(host * h, host * h + h)), [])
         tv, tm = shard(t, TW, t.rows, t.dim)

@@ -613,6 +613,17 @@ class Cuts:
         return self._cw
 
 
+def _cuts_memo(topo, shard: Shard, spread: Spread | None) -> Callable[[TableSpec], Cuts]:  # noqa: ANN001
+    """Each table's `Cuts` made once, for callers without `Builder.cuts` (the tests' direct calls)."""
+    made: dict[str, Cuts] = {}
+
+    def cuts(t: TableSpec) -> Cuts:
+        if t.name not in made:
+            made[t.name] = Cuts(topo, shard, spread, t)
+        return made[t.name]
+    return cuts
+
+
 def _snapshot(state: Loads) -> tuple:
     return state.L.copy(), state.count.copy(), {k: v.copy() for k, v in state.used.items()}, state.const, \
         state.spread
@@ -650,18 +661,16 @@ def _place_new(state: Loads, st: ShardingType, v: np.ndarray, m: dict[str, float
     return taken
 
 
-def _try_split(state: Loads, shard: Shard, t: TableSpec, j0: float = np.inf, spread: Spread | None = None,
-               cuts: Cuts | None = None) -> tuple[tuple[float, float], ShardingType, list[int], list[Piece]] | None:
+def _try_split(state: Loads, c: Cuts, j0: float = np.inf,
+               ) -> tuple[tuple[float, float], ShardingType, list[int], list[Piece]] | None:
     """The re-cut of table t (its table-wise piece already taken off) with the least (J, secondary) once its new
     shards are placed greedily, as (score, type, ranks, new movable pieces); None if no re-cut fits. Types whose
     re-cut cannot reach J ≤ `j0` are not tried: new shards only raise the maxima, so J with the type's group
     present and the maxima as they are now bounds every such re-cut from below (the caller keeps a re-cut only if
     it beats j0, so skipping changes nothing). `state.spread` still counts the table table-wise; each re-cut is
-    priced with its own (`spread`: `Builder.spread`, None: no all-to-all priced by the mean). `cuts`: the table's
-    `Cuts` from these `shard` and `spread` (None: made here)."""
+    priced with its own all-to-all seconds by the mean (`c`: the table's `Cuts`, which holds them)."""
     topo = state.topology
-    w, h = topo.world_size, min(topo.ranks_per_host, topo.world_size)
-    c = cuts or Cuts(topo, shard, spread, t)
+    t, w, h = c.t, topo.world_size, min(topo.ranks_per_host, topo.world_size)
     best: tuple | None = None
     sums = state.count.sum(axis=1)
     present = {STYPES[g] for g in np.flatnonzero(sums > 0)}
@@ -762,14 +771,7 @@ def retype(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, 
     def sp(t: TableSpec, st: ShardingType, k: int) -> float:
         return spread(t, st, k) if spread else 0.0
 
-    if cuts is None:
-        made: dict[str, Cuts] = {}
-
-        def cuts(t: TableSpec) -> Cuts:
-            if t.name not in made:
-                made[t.name] = Cuts(state.topology, shard, spread, t)
-            return made[t.name]
-
+    cuts = cuts or _cuts_memo(state.topology, shard, spread)
     merge = merge or _merge
     if state.L.shape[1] < 2:
         return pieces
@@ -787,7 +789,7 @@ def retype(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, 
                 if p.st == TW:
                     snap = _snapshot(state)
                     state.take(a, TW, p.vec, p.mem)
-                    found = _try_split(state, shard, t, j0, spread, cuts(t))
+                    found = _try_split(state, cuts(t), j0)
                     if found is not None and better(*found[0], 0.0, j0, s0):
                         _, st, ranks, new = found
                         _apply(state, shard, t, st, ranks, sp(t, st, len(ranks)) - sp(t, TW, 1))
@@ -866,7 +868,8 @@ def _unreplicate(state: Loads, pieces: list[Piece], layout: Layout, tables: dict
     improves (J, secondary). Returns the pieces, a new list if some table changed. Each trial is one compiled call
     on copies of the loads (`unreplicate_kernel.unreplicate_trial`; `_unreplicate_reference` is its numpy form,
     the same changes); the fixed costs it needs are computed here, from the sets of groups the numpy form builds.
-    `cuts`: each table's `Cuts` from these `shard` and `spread` (None: made here)."""
+    `cuts`: each table's `Cuts` from these `shard` and `spread` (None: made here, once per table)."""
+    cuts = cuts or _cuts_memo(state.topology, shard, spread)
     w = state.L.shape[1]
     dp = [n for n, (st, _) in layout.items() if st == DP]
     rep = {n: shard(tables[n], DP, tables[n].rows, tables[n].dim) for n in dp}
@@ -887,7 +890,7 @@ def _unreplicate(state: Loads, pieces: list[Piece], layout: Layout, tables: dict
 
     for name in dp[:trials]:
         t, (v, m) = tables[name], rep[name]
-        c = cuts(t) if cuts else Cuts(state.topology, shard, spread, t)
+        c = cuts(t)
         off = [g for g, n in enumerate(sums) if n - (w if g == gdp else 0) > 0]  # groups present, replicas off
         sp_off = state.spread - c.sp_dp
         c_off = const(off, sp_off)

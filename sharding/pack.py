@@ -29,7 +29,7 @@ from embedding.spec import TableSpec
 from sharding.choose_kernel import choose_options
 from sharding.layouts import column_splits, row_ranges, row_sizes, table_plan, torchrec_column_pieces
 from sharding.lns import loads_of
-from sharding.plan import ShardingPlan, ShardingType
+from sharding.plan import ShardingPlan, ShardingType, TablePlan
 from sharding.retype_kernel import merge_trial, replicas_score
 from sharding.search import (
     _TOL,
@@ -540,14 +540,21 @@ class Builder:
                 local_search(state, pieces, self.iters)
         for p in pieces:
             layout[p.table][1].append(p.rank)
-        tables, made = {}, self.res.table_plans  # a table's plan recurs across packings (RW, DP, many TW)
+        return ShardingPlan(self.topo.world_size, self.table_plans(layout), optimizer="ours")
+
+    def table_plans(self, layout: Layout) -> dict[str, TablePlan]:
+        """Each table's plan for `layout`, in the workload's order, memoised in `Resources.table_plans` (a table's
+        plan recurs across packings: RW, DP, many TW). Keyed by the ranks, except that ranks equal to all ranks in
+        order (every DP and RW table `placed` lays out) key as None: issue 16, r1000 made and hashed a 256-tuple
+        for each of ~2,000 such tables per `optimize`; a list comparison is cheaper (same plan objects)."""
+        tables, made, every = {}, self.res.table_plans, list(range(self.topo.world_size))
         for t in self.cost.workload.tables:
             st, ranks = layout[t.name]
-            key = (t.name, st, tuple(ranks), *self.tiers[t.name])
+            key = (t.name, st, None if ranks == every else tuple(ranks), *self.tiers[t.name])
             if key not in made:
                 made[key] = table_plan(t, st, ranks, *self.tiers[t.name])
             tables[t.name] = made[key]
-        return ShardingPlan(self.topo.world_size, tables, optimizer="ours")
+        return tables
 
 
 def repolish(builder: Builder, plan: ShardingPlan) -> ShardingPlan:

@@ -336,3 +336,33 @@ def test_table_cuts_are_the_shards_each_trial_made() -> None:
         assert _same_loads(sa, sr) and la == lr
         assert [(p.table, p.st, p.rank) for p in got] == [(p.table, p.st, p.rank) for p in want]
     assert seen > 0
+
+
+def test_table_plans_keyed_by_all_ranks_are_the_plans_of_those_ranks() -> None:
+    """`Builder.table_plans` keys ranks equal to all ranks in order as None: each plan it returns has the shards
+    and `alike` of `table_plan` on the layout's own ranks, whether they are all ranks in order, in another order
+    (after the in-order ones are memoised), or some ranks; and the memo returns the same objects again."""
+    from sharding.layouts import table_plan
+    rng = np.random.default_rng(3)
+    for tables, hw, ranks in (("random:30:2", "dgx_h100_x2", 16), ("random:24:5", "torchrec_default", 32)):
+        b = _builder(PlanWorkload(load_tables(tables), 2048), load_topology(hw, ranks))
+        w, names = b.topo.world_size, [t.name for t in b.cost.workload.tables]
+        every = list(range(w))
+        types = [ShardingType.DATA_PARALLEL, ShardingType.ROW_WISE, TWRW, TW, ShardingType.COLUMN_WISE]
+        sts = {n: types[i % len(types)] for i, n in enumerate(names)}
+        layouts = [{n: (st, list(every)) for n, st in sts.items()},
+                   {n: (st, [int(r) for r in rng.permutation(w)]) for n, st in sts.items()},
+                   {n: (st, every[::-1]) for n, st in sts.items()},
+                   {n: (st, sorted(int(r) for r in rng.choice(w, 8, replace=False))) for n, st in sts.items()},
+                   {n: (st, list(every)) for n, st in sts.items()}]
+        first = None
+        for layout in layouts:
+            got = b.table_plans(layout)
+            assert list(got) == names
+            for t in b.cost.workload.tables:
+                st, rs = layout[t.name]
+                want = table_plan(t, st, rs, *b.tiers[t.name])
+                assert got[t.name].sharding_type == want.sharding_type and got[t.name].shards == want.shards
+                assert got[t.name].alike() == want.alike()
+            first = first or got
+        assert all(got[n] is first[n] for n in names)  # the last layout is the first again: the memo's objects

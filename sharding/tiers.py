@@ -33,6 +33,14 @@ def _level(cost: CostModel, name: str, i: int) -> tuple[str, float, float, dict[
     return tier, cf, c, cost.shard_memory(t, TW, t.rows, t.dim, tier, cf)
 
 
+def _price_fast(cost: CostModel) -> None:
+    """Every table table-wise in the fast tier (`_level` 0) priced in one `CostModel.price_many` pass (the same
+    floats as `shard_cost` one by one, in the same memo): issue 16, one `_shard_cost` per table was 1,000 Python
+    pricings on random:1000:1 before the packings price them all in one pass anyway."""
+    fast = cost.topology.fast.name
+    cost.price_many([(t, TW, t.rows, t.dim, fast, 0.0) for t in cost.workload.tables])
+
+
 def assign_tiers(cost: CostModel, fill: float = 0.92, take_back: bool = True) -> dict[str, tuple[str, float]]:
     """Table name -> (tier, cache fraction); `take_back`: then the greedy steps that the fast tier no longer
     needs are taken back (`_undo`)."""
@@ -54,6 +62,7 @@ def tierings(cost: CostModel, fill: float = 0.92,
                             f"together ({total / 1e9:.3f} GB usable; short by {(need - total) / 1e9:.3f} GB)")
     cap_fast = topo.usable(fast) * topo.world_size * fill
     levels = {n: 0 for n in names}
+    _price_fast(cost)
     state = {n: _level(cost, n, 0) for n in names}
     demand = sum(s[3].get(fast, 0.0) for s in state.values())
     if demand <= cap_fast:

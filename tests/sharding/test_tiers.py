@@ -143,3 +143,31 @@ def test_the_greedy_tierings_pass_packs_the_budgets_attempt_alone_where_the_budg
     second = [c[0] for c in stats.candidates if "(greedy tiers)" in c[0] and " + " not in c[0]]
     assert len(second) == 1
     assert not any(tag in second[0] for tag in (*REF_TAGS, "TorchRec-only", "least-work(TorchRec)", "finest"))
+
+
+@pytest.mark.parametrize("case", ["synthetic", 64, 54, 89, 6, 94])
+def test_tierings_priced_in_one_pass_are_the_tierings_priced_one_table_at_a_time(case, monkeypatch) -> None:  # noqa: ANN001
+    """`tierings` prices every table's level 0 in one `price_many` pass (`_price_fast`): the same tierings and
+    the same level-0 figures, bit for bit, as one `shard_cost` per table; and the pass fills the memo `_level`
+    reads (else it is no fast path)."""
+    def made() -> CostModel:
+        if case == "synthetic":
+            return _overshoot_case()
+        inst = instance(case)
+        return CostModel(inst.workload, inst.topology.reserve_inputs(inst.workload.ids_per_batch))
+
+    def bits(cost: CostModel) -> list:
+        return [(tier, cf, c.hex(), sorted((k, v.hex()) for k, v in m.items()))
+                for tier, cf, c, m in (tiers_mod._level(cost, t.name, 0) for t in cost.workload.tables)]
+
+    fast_cost = made()
+    tiers_mod._price_fast(fast_cost)
+    fast = fast_cost.topology.fast.name
+    assert all(("c", t.name, TW, t.rows, t.dim, fast, 0.0) in fast_cost._memo for t in fast_cost.workload.tables)
+    assert all(("m", t.name, TW, t.rows, t.dim, fast, 0.0) in fast_cost._memo for t in fast_cost.workload.tables)
+    got = (tiers_mod.tierings(fast_cost), bits(fast_cost))
+    with monkeypatch.context() as m:
+        m.setattr(tiers_mod, "_price_fast", lambda cost: None)
+        slow_cost = made()
+        want = (tiers_mod.tierings(slow_cost), bits(slow_cost))
+    assert got == want

@@ -92,6 +92,9 @@ class _Pair:
     def __init__(self, state: Loads, a: int, b: int, pieces: list[Piece]) -> None:
         self.a, self.b, self.pieces, self.n, self.ref = a, b, pieces, len(pieces), False
         res, cnt = state.res, state.count
+        self.peaks = np.maximum(state.L[:-1, a], state.L[:-1, b])  # the pair's peaks now, and their ε-weighted sum
+        self.eps_peaks = EPS * self.peaks.sum()  # (`pair_refine`'s `now`)
+        self.last: tuple[tuple[bytes, float, float], tuple[float, np.ndarray] | None] | None = None
         on_b = np.array([p.rank == b for p in pieces], dtype=np.float64)
         self.fit = fit = _fit(state, a, b, pieces, on_b)
         if not fit.any():
@@ -148,6 +151,14 @@ def _best(pair: _Pair, out: np.ndarray, t_cap: float, limit: float) -> tuple[flo
     """`_split` of a pair's set-up under the other ranks' row maxima `out` and the caps `t_cap`, `limit`."""
     if pair.fit is None:
         return None
+    key = (out.tobytes(), t_cap, limit)
+    if pair.last is None or pair.last[0] != key:  # the answer to the same question as last time is known
+        pair.last = key, _answer(pair, out, t_cap, limit)
+    return pair.last[1]
+
+
+def _answer(pair: _Pair, out: np.ndarray, t_cap: float, limit: float) -> tuple[float, np.ndarray] | None:
+    """`_best` of a pair with splits that fit, computed."""
     if pair.ref:
         return _split_reference(pair.state, pair.a, pair.b, pair.pieces, out, t_cap, limit)
     act = pair.act
@@ -255,8 +266,7 @@ def pair_refine(state: Loads, pieces: list[Piece], evals: int = PAIR_EVALS, t_ca
                     pair = pairs[a, b] = _Pair(state, a, b, ps)
                 evals -= 1
                 out = outs[:, j]
-                now = float(np.maximum(np.maximum(L[:-1, a], L[:-1, b]), out[:-1]).sum()
-                            + EPS * np.maximum(L[:-1, a], L[:-1, b]).sum())
+                now = float(np.maximum(pair.peaks, out[:-1]).sum() + pair.eps_peaks)
                 found = _best(pair, out, t_cap, limit)
                 if found is not None and found[0] < now - 1e-12 * abs(now) and (best is None or found[0] - now < best[0]):
                     best = (found[0] - now, a, b, pair.pieces, found[1])

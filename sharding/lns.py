@@ -38,7 +38,7 @@ import numpy as np
 from sharding.layouts import table_plan
 from sharding.plan import ShardingPlan, ShardingType
 from sharding.search import Loads, Piece, Resources
-from sharding.split_kernel import price_splits
+from sharding.split_kernel import fit_splits, pick_split, price_splits
 
 __all__ = ["pair_refine", "refine_plan", "flatten", "loads_of", "PAIR_EVALS", "FLAT_POWERS"]
 
@@ -66,6 +66,27 @@ def _stays(n: int) -> np.ndarray:
 
 
 def _fit(state: Loads, a: int, b: int, pieces: list[Piece], on_b: np.ndarray) -> np.ndarray:
+    """`_fit_reference`'s mask, compiled (`split_kernel.fit_splits`: its numpy products, sums and masks cost
+    ~60 µs a pair, most of a new pair's set-up); the numpy path where a split's bytes come so near a cap that the
+    order of the sums could decide (each order's error is < 1e-14 of the magnitudes summed)."""
+    tables: dict[str, list[int]] = {}
+    for i, p in enumerate(pieces):
+        tables.setdefault(p.table, []).append(i)
+    blocks = [v for v in tables.values() if len(v) > 1]
+    if any(len(v) > 2 for v in blocks):  # three column blocks of a table cannot go on two distinct ranks
+        return np.zeros(1 << len(pieces), dtype=bool)
+    tiers = state.tiers
+    mem = np.array([[p.mem.get(t, 0.0) for p in pieces] for t in tiers], dtype=np.float64).reshape(len(tiers), -1)
+    used_a = np.array([state.used[t][a] for t in tiers], dtype=np.float64)
+    used_b = np.array([state.used[t][b] for t in tiers], dtype=np.float64)
+    thr = np.array([state.cap[t] * (1 + 1e-12) for t in tiers], dtype=np.float64)
+    tol = 1e-14 * float((np.abs(used_a) + np.abs(used_b) + 3 * np.abs(mem).sum(axis=1)).max(initial=0.0))
+    fit, sure = fit_splits(mem, sum(1 << i for i, x in enumerate(on_b.tolist()) if x), used_a, used_b, thr,
+                           np.array(blocks, dtype=np.int64).reshape(len(blocks), 2), tol)
+    return fit if sure and np.isfinite(tol) else _fit_reference(state, a, b, pieces, on_b)
+
+
+def _fit_reference(state: Loads, a: int, b: int, pieces: list[Piece], on_b: np.ndarray) -> np.ndarray:
     """(2^n,) bool: the splits that fit (memory, a table's column blocks one on each side), before any load."""
     bits = _bits(len(pieces))
     fit = np.ones(len(bits), dtype=bool)
@@ -95,14 +116,15 @@ class _Pair:
         self.peaks = np.maximum(state.L[:-1, a], state.L[:-1, b])  # the pair's peaks now, and their ε-weighted sum
         self.eps_peaks = EPS * self.peaks.sum()  # (`pair_refine`'s `now`)
         self.last: tuple[tuple[bytes, float, float], tuple[float, np.ndarray] | None] | None = None
-        on_b = np.array([p.rank == b for p in pieces], dtype=np.float64)
+        side = [p.rank == b for p in pieces]  # each piece on b now
+        on_b = np.array(side, dtype=np.float64)
         self.fit = fit = _fit(state, a, b, pieces, on_b)
         if not fit.any():
             self.fit = None
             return
         vecs = np.array([p.vec for p in pieces])  # (n, K)
-        gis = np.array([p.gi for p in pieces])
-        groups = np.unique(gis)
+        gis = [p.gi for p in pieces]
+        groups = sorted(set(gis))  # (`np.unique`'s)
         # rows no piece (or holder overhead) of the pair touches keep their values: leave them out, keep their sums
         act = np.any(vecs != 0, axis=0) | res.hold[groups].any(axis=0)
         act[-1] = True  # TorchRec's row
@@ -110,22 +132,22 @@ class _Pair:
             self.ref, self.state = True, state  # `_split_reference` (reads only ranks a and b of the state)
             return
         L0 = state.L
-        self.act, self.la0, self.lb0 = act, L0[:-1, a].copy(), L0[:-1, b].copy()
-        L, vecs, hold = L0[act], vecs[:, act], res.hold[:, act]
-        self.vecs = np.ascontiguousarray(vecs)
-        self.base_a = L[:, a] - (1 - on_b) @ vecs  # as `_split_reference`: vecs in the layout it has there (the
-        self.base_b = L[:, b] - on_b @ vecs  # sums of a matrix-vector product depend on it)
+        self.act, self.rows, self.still = act, np.flatnonzero(act), np.flatnonzero(~act[:-1])  # rows left alone
+        self.vecs = vecs = vecs[:, act]  # (a new C-contiguous array)
+        self.base_a = L0[act, a] - (1 - on_b) @ vecs  # as `_split_reference`: vecs in the layout it has there
+        self.base_b = L0[act, b] - on_b @ vecs  # (the sums of a matrix-vector product depend on it)
         self.grp, self.g_hold = _NO_GROUPS, _NO_HOLD  # groups with holder overheads, in `_split_reference`'s order
-        gs = [g for g in groups.tolist() if hold[g].any()]
+        held = res.hold[groups][:, act].any(axis=1).tolist()
+        gs = [g for g, h in zip(groups, held, strict=True) if h]
         if gs:
             grp = np.zeros((len(gs), 6), dtype=np.int64)  # per group: its pieces' bits, their count, then per rank
             for j, g in enumerate(gs):  # (a, b) its count without them and whether it holds the group now
-                mine = gis == g
-                grp[j] = (sum(1 << i for i in np.flatnonzero(mine).tolist()), mine.sum(),
-                          cnt[g, a] - (mine & (on_b == 0)).sum(), cnt[g, b] - (mine & (on_b == 1)).sum(),
+                mine = [i for i, x in enumerate(gis) if x == g]
+                to_b = sum(side[i] for i in mine)
+                grp[j] = (sum(1 << i for i in mine), len(mine), cnt[g, a] - (len(mine) - to_b), cnt[g, b] - to_b,
                           cnt[g, a] > 0, cnt[g, b] > 0)
-            self.grp, self.g_hold = grp, np.ascontiguousarray(hold[gs])
-        self.rest = float(np.maximum(self.la0, self.lb0)[~act[:-1]].sum())
+            self.grp, self.g_hold = grp, np.ascontiguousarray(res.hold[gs][:, act])
+        self.rest = float(self.peaks[~act[:-1]].sum())
         self.priced: dict[float, tuple[np.ndarray, np.ndarray]] = {}  # TorchRec's cap -> (splits, peak)
 
     def price(self, t_lim: float) -> tuple[np.ndarray, np.ndarray]:
@@ -161,8 +183,20 @@ def _answer(pair: _Pair, out: np.ndarray, t_cap: float, limit: float) -> tuple[f
     """`_best` of a pair with splits that fit, computed."""
     if pair.ref:
         return _split_reference(pair.state, pair.a, pair.b, pair.pieces, out, t_cap, limit)
+    splits, peak = pair.price(max(t_cap, out[-1]) * (1 + 1e-12))
+    if not len(splits):
+        return None
+    # `_answer_numpy`'s pick, compiled (its dozen numpy calls were most of a kept pair's cost), the same floats
+    q, obj = pick_split(peak, out, pair.rows, pair.still, pair.peaks, limit * (1 + 1e-12), pair.rest, EPS)
+    return None if q < 0 else (float(obj), _bits(pair.n)[splits[q]] > 0.5)
+
+
+def _answer_numpy(pair: _Pair, out: np.ndarray, t_cap: float, limit: float) -> tuple[float, np.ndarray] | None:
+    """`_answer` in numpy (its check in tests/sharding/test_lns.py)."""
+    if pair.ref:
+        return _split_reference(pair.state, pair.a, pair.b, pair.pieces, out, t_cap, limit)
     act = pair.act
-    fixed = float(np.maximum(np.maximum(pair.la0, pair.lb0), out[:-1])[~act[:-1]].sum())
+    fixed = float(np.maximum(pair.peaks, out[:-1])[~act[:-1]].sum())
     out = out[act]
     splits, peak = pair.price(max(t_cap, out[-1]) * (1 + 1e-12))
     if not len(splits):
@@ -186,7 +220,7 @@ def _split_reference(state: Loads, a: int, b: int, pieces: list[Piece], out: np.
     n = len(pieces)
     bits, stays = _bits(n), _stays(n)
     on_b = np.array([p.rank == b for p in pieces], dtype=np.float64)
-    fit = _fit(state, a, b, pieces, on_b)  # known before any load is priced
+    fit = _fit_reference(state, a, b, pieces, on_b)  # known before any load is priced
     if not fit.any():
         return None
     vecs = np.array([p.vec for p in pieces])  # (n, K)
@@ -254,7 +288,7 @@ def pair_refine(state: Loads, pieces: list[Piece], evals: int = PAIR_EVALS, t_ca
             slack = ((mx[rows, None] - L[rows]) / mx[rows, None]).min(axis=0) if len(rows) else -load
             partners = [int(r) for r in np.argsort(-slack, kind="stable")[:PARTNERS + 1]]
             bs = [r for r in partners if r != a][:PARTNERS]
-            outs = state._rest(top, a, np.array(bs))  # (K, len(bs)): column j is `_rest(top, a, [bs[j]])`'s
+            outs = np.ascontiguousarray(state._rest(top, a, np.array(bs)).T)  # row j: `_rest(top, a, [bs[j]])`
             for j, b in enumerate(bs):
                 if evals <= 0:
                     break
@@ -265,7 +299,7 @@ def pair_refine(state: Loads, pieces: list[Piece], evals: int = PAIR_EVALS, t_ca
                         continue
                     pair = pairs[a, b] = _Pair(state, a, b, ps)
                 evals -= 1
-                out = outs[:, j]
+                out = outs[j]
                 now = float(np.maximum(pair.peaks, out[:-1]).sum() + pair.eps_peaks)
                 found = _best(pair, out, t_cap, limit)
                 if found is not None and found[0] < now - 1e-12 * abs(now) and (best is None or found[0] - now < best[0]):

@@ -38,7 +38,7 @@ import numpy as np
 from sharding.layouts import table_plan
 from sharding.plan import ShardingPlan, ShardingType
 from sharding.search import Loads, Piece, Resources
-from sharding.split_kernel import price_splits
+from sharding.split_kernel import fit_splits, pick_split, price_splits
 
 __all__ = ["pair_refine", "refine_plan", "flatten", "loads_of", "PAIR_EVALS", "FLAT_POWERS"]
 
@@ -66,6 +66,27 @@ def _stays(n: int) -> np.ndarray:
 
 
 def _fit(state: Loads, a: int, b: int, pieces: list[Piece], on_b: np.ndarray) -> np.ndarray:
+    """`_fit_reference`'s mask, compiled (`split_kernel.fit_splits`: its numpy products, sums and masks cost
+    ~60 µs a pair, most of a new pair's set-up); the numpy path where a split's bytes come so near a cap that the
+    order of the sums could decide (each order's error is < 1e-14 of the magnitudes summed)."""
+    tables: dict[str, list[int]] = {}
+    for i, p in enumerate(pieces):
+        tables.setdefault(p.table, []).append(i)
+    blocks = [v for v in tables.values() if len(v) > 1]
+    if any(len(v) > 2 for v in blocks):  # three column blocks of a table cannot go on two distinct ranks
+        return np.zeros(1 << len(pieces), dtype=bool)
+    tiers = state.tiers
+    mem = np.array([[p.mem.get(t, 0.0) for p in pieces] for t in tiers], dtype=np.float64).reshape(len(tiers), -1)
+    used_a = np.array([state.used[t][a] for t in tiers], dtype=np.float64)
+    used_b = np.array([state.used[t][b] for t in tiers], dtype=np.float64)
+    thr = np.array([state.cap[t] * (1 + 1e-12) for t in tiers], dtype=np.float64)
+    tol = 1e-14 * float((np.abs(used_a) + np.abs(used_b) + 3 * np.abs(mem).sum(axis=1)).max(initial=0.0))
+    fit, sure = fit_splits(mem, sum(1 << i for i, x in enumerate(on_b.tolist()) if x), used_a, used_b, thr,
+                           np.array(blocks, dtype=np.int64).reshape(len(blocks), 2), tol)
+    return fit if sure and np.isfinite(tol) else _fit_reference(state, a, b, pieces, on_b)
+
+
+def _fit_reference(state: Loads, a: int, b: int, pieces: list[Piece], on_b: np.ndarray) -> np.ndarray:
     """(2^n,) bool: the splits that fit (memory, a table's column blocks one on each side), before any load."""
     bits = _bits(len(pieces))
     fit = np.ones(len(bits), dtype=bool)
@@ -84,54 +105,109 @@ def _fit(state: Loads, a: int, b: int, pieces: list[Piece], on_b: np.ndarray) ->
     return fit
 
 
+class _Pair:
+    """What `_split` reads of a pair (a, b) before the other ranks' loads: its pieces, the splits that fit, the
+    rows they touch and the two ranks' loads without them. All of it stays as it is until a re-split moves a piece
+    to or from a or b, so `pair_refine` keeps it across rounds (about half its pairs come back unchanged)."""
+
+    def __init__(self, state: Loads, a: int, b: int, pieces: list[Piece]) -> None:
+        self.a, self.b, self.pieces, self.n, self.ref = a, b, pieces, len(pieces), False
+        res, cnt = state.res, state.count
+        self.peaks = np.maximum(state.L[:-1, a], state.L[:-1, b])  # the pair's peaks now, and their ε-weighted sum
+        self.eps_peaks = EPS * self.peaks.sum()  # (`pair_refine`'s `now`)
+        self.last: tuple[tuple[bytes, float, float], tuple[float, np.ndarray] | None] | None = None
+        side = [p.rank == b for p in pieces]  # each piece on b now
+        on_b = np.array(side, dtype=np.float64)
+        self.fit = fit = _fit(state, a, b, pieces, on_b)
+        if not fit.any():
+            self.fit = None
+            return
+        vecs = np.array([p.vec for p in pieces])  # (n, K)
+        gis = [p.gi for p in pieces]
+        groups = sorted(set(gis))  # (`np.unique`'s)
+        # rows no piece (or holder overhead) of the pair touches keep their values: leave them out, keep their sums
+        act = np.any(vecs != 0, axis=0) | res.hold[groups].any(axis=0)
+        act[-1] = True  # TorchRec's row
+        if act.sum() < 2:
+            self.ref, self.state = True, state  # `_split_reference` (reads only ranks a and b of the state)
+            return
+        L0 = state.L
+        self.act, self.rows, self.still = act, np.flatnonzero(act), np.flatnonzero(~act[:-1])  # rows left alone
+        self.vecs = vecs = vecs[:, act]  # (a new C-contiguous array)
+        self.base_a = L0[act, a] - (1 - on_b) @ vecs  # as `_split_reference`: vecs in the layout it has there
+        self.base_b = L0[act, b] - on_b @ vecs  # (the sums of a matrix-vector product depend on it)
+        self.grp, self.g_hold = _NO_GROUPS, _NO_HOLD  # groups with holder overheads, in `_split_reference`'s order
+        held = res.hold[groups][:, act].any(axis=1).tolist()
+        gs = [g for g, h in zip(groups, held, strict=True) if h]
+        if gs:
+            grp = np.zeros((len(gs), 6), dtype=np.int64)  # per group: its pieces' bits, their count, then per rank
+            for j, g in enumerate(gs):  # (a, b) its count without them and whether it holds the group now
+                mine = [i for i, x in enumerate(gis) if x == g]
+                to_b = sum(side[i] for i in mine)
+                grp[j] = (sum(1 << i for i in mine), len(mine), cnt[g, a] - (len(mine) - to_b), cnt[g, b] - to_b,
+                          cnt[g, a] > 0, cnt[g, b] > 0)
+            self.grp, self.g_hold = grp, np.ascontiguousarray(res.hold[gs][:, act])
+        self.rest = float(self.peaks[~act[:-1]].sum())
+        self.priced: dict[float, tuple[np.ndarray, np.ndarray]] = {}  # TorchRec's cap -> (splits, peak)
+
+    def price(self, t_lim: float) -> tuple[np.ndarray, np.ndarray]:
+        """(splits, peak): `price_splits` under TorchRec's cap `t_lim`, kept per cap (it rarely changes)."""
+        got = self.priced.get(t_lim)
+        if got is None:
+            splits, la, lb = price_splits(self.fit, self.vecs, self.base_a, self.base_b, t_lim, self.grp,
+                                          self.g_hold)
+            got = self.priced[t_lim] = (splits, np.maximum(la, lb))
+        return got
+
+
 def _split(state: Loads, a: int, b: int, pieces: list[Piece], out: np.ndarray, t_cap: float, limit: float,
            ) -> tuple[float, np.ndarray] | None:
     """Best split of `pieces` (now on a or b) between ranks a and b as (second objective, on-b mask), among
     splits whose primary is ≤ `limit`; None if none is feasible. `out`: each row's max over the other ranks.
     `split_kernel.price_splits` prices TorchRec's row of every split that fits first and the other rows only of
     the splits within its cap; the result is `_split_reference`'s, float for float."""
-    res, cnt = state.res, state.count
-    n = len(pieces)
-    on_b = np.array([p.rank == b for p in pieces], dtype=np.float64)
-    fit = _fit(state, a, b, pieces, on_b)
-    if not fit.any():
+    return _best(_Pair(state, a, b, pieces), out, t_cap, limit)
+
+
+def _best(pair: _Pair, out: np.ndarray, t_cap: float, limit: float) -> tuple[float, np.ndarray] | None:
+    """`_split` of a pair's set-up under the other ranks' row maxima `out` and the caps `t_cap`, `limit`."""
+    if pair.fit is None:
         return None
-    vecs = np.array([p.vec for p in pieces])  # (n, K)
-    gis = np.array([p.gi for p in pieces])
-    groups = np.unique(gis)
-    # rows no piece (or holder overhead) of the pair touches keep their values: leave them out, keep their sums
-    act = np.any(vecs != 0, axis=0) | res.hold[groups].any(axis=0)
-    act[-1] = True  # TorchRec's row
-    if act.sum() < 2:
-        return _split_reference(state, a, b, pieces, out, t_cap, limit)
-    L0 = state.L
-    fixed = float(np.maximum(np.maximum(L0[:-1, a], L0[:-1, b]), out[:-1])[~act[:-1]].sum())
-    L, vecs, out, hold = L0[act], vecs[:, act], out[act], res.hold[:, act]
-    base_a = L[:, a] - (1 - on_b) @ vecs  # as `_split_reference`: vecs in the layout it has there (the sums
-    base_b = L[:, b] - on_b @ vecs  # of a matrix-vector product depend on it)
-    grp, g_hold = _NO_GROUPS, _NO_HOLD  # groups with holder overheads, in `_split_reference`'s order
-    gs = [g for g in groups.tolist() if hold[g].any()]
-    if gs:
-        grp = np.zeros((len(gs), 6), dtype=np.int64)  # per group: its pieces' bits, their count, then per rank
-        for j, g in enumerate(gs):  # (a, b) its count without them and whether it holds the group now
-            mine = gis == g
-            grp[j] = (sum(1 << i for i in np.flatnonzero(mine).tolist()), mine.sum(),
-                      cnt[g, a] - (mine & (on_b == 0)).sum(), cnt[g, b] - (mine & (on_b == 1)).sum(),
-                      cnt[g, a] > 0, cnt[g, b] > 0)
-        g_hold = np.ascontiguousarray(hold[gs])
-    splits, la, lb = price_splits(fit, np.ascontiguousarray(vecs), base_a, base_b,
-                                  max(t_cap, out[-1]) * (1 + 1e-12), grp, g_hold)
+    key = (out.tobytes(), t_cap, limit)
+    if pair.last is None or pair.last[0] != key:  # the answer to the same question as last time is known
+        pair.last = key, _answer(pair, out, t_cap, limit)
+    return pair.last[1]
+
+
+def _answer(pair: _Pair, out: np.ndarray, t_cap: float, limit: float) -> tuple[float, np.ndarray] | None:
+    """`_best` of a pair with splits that fit, computed."""
+    if pair.ref:
+        return _split_reference(pair.state, pair.a, pair.b, pair.pieces, out, t_cap, limit)
+    splits, peak = pair.price(max(t_cap, out[-1]) * (1 + 1e-12))
     if not len(splits):
         return None
-    peak = np.maximum(la, lb)
+    # `_answer_numpy`'s pick, compiled (its dozen numpy calls were most of a kept pair's cost), the same floats
+    q, obj = pick_split(peak, out, pair.rows, pair.still, pair.peaks, limit * (1 + 1e-12), pair.rest, EPS)
+    return None if q < 0 else (float(obj), _bits(pair.n)[splits[q]] > 0.5)
+
+
+def _answer_numpy(pair: _Pair, out: np.ndarray, t_cap: float, limit: float) -> tuple[float, np.ndarray] | None:
+    """`_answer` in numpy (its check in tests/sharding/test_lns.py)."""
+    if pair.ref:
+        return _split_reference(pair.state, pair.a, pair.b, pair.pieces, out, t_cap, limit)
+    act = pair.act
+    fixed = float(np.maximum(pair.peaks, out[:-1])[~act[:-1]].sum())
+    out = out[act]
+    splits, peak = pair.price(max(t_cap, out[-1]) * (1 + 1e-12))
+    if not len(splits):
+        return None
     primary = fixed + np.maximum(peak[:, :-1], out[None, :-1]).sum(axis=1)
     ok = primary <= limit * (1 + 1e-12)
     if not ok.any():
         return None
-    rest = float(np.maximum(L0[:-1, a], L0[:-1, b])[~act[:-1]].sum())
-    obj = np.where(ok, primary + EPS * (rest + peak[:, :-1].sum(axis=1)), np.inf)
+    obj = np.where(ok, primary + EPS * (pair.rest + peak[:, :-1].sum(axis=1)), np.inf)
     s = int(np.argmin(obj))  # the first least: `splits` ascends, so the same split as over all of them
-    return float(obj[s]), _bits(n)[splits[s]] > 0.5
+    return float(obj[s]), _bits(pair.n)[splits[s]] > 0.5
 
 
 def _split_reference(state: Loads, a: int, b: int, pieces: list[Piece], out: np.ndarray, t_cap: float, limit: float,
@@ -144,7 +220,7 @@ def _split_reference(state: Loads, a: int, b: int, pieces: list[Piece], out: np.
     n = len(pieces)
     bits, stays = _bits(n), _stays(n)
     on_b = np.array([p.rank == b for p in pieces], dtype=np.float64)
-    fit = _fit(state, a, b, pieces, on_b)  # known before any load is priced
+    fit = _fit_reference(state, a, b, pieces, on_b)  # known before any load is priced
     if not fit.any():
         return None
     vecs = np.array([p.vec for p in pieces])  # (n, K)
@@ -190,6 +266,7 @@ def pair_refine(state: Loads, pieces: list[Piece], evals: int = PAIR_EVALS, t_ca
     size = {id(p): float((p.vec * res.weight).sum()) for p in pieces}
     t_cap = float(state.L[-1].max()) if t_cap is None else max(t_cap, float(state.L[-1].max()))
     applied = 0
+    pairs: dict[tuple[int, int], _Pair] = {}  # set-ups of the pairs whose ranks no re-split has changed since
     while evals > 0:
         L = state.L
         mx, mn = L.max(axis=1), L.min(axis=1)
@@ -210,22 +287,27 @@ def pair_refine(state: Loads, pieces: list[Piece], evals: int = PAIR_EVALS, t_ca
             rows = uneven[L[uneven, a] < mx[uneven] * (1 - 1e-9)]
             slack = ((mx[rows, None] - L[rows]) / mx[rows, None]).min(axis=0) if len(rows) else -load
             partners = [int(r) for r in np.argsort(-slack, kind="stable")[:PARTNERS + 1]]
-            for b in [r for r in partners if r != a][:PARTNERS]:
+            bs = [r for r in partners if r != a][:PARTNERS]
+            outs = np.ascontiguousarray(state._rest(top, a, np.array(bs)).T)  # row j: `_rest(top, a, [bs[j]])`
+            for j, b in enumerate(bs):
                 if evals <= 0:
                     break
-                ps = sorted(on.get(a, []) + on.get(b, []), key=lambda p: -size[id(p)])[:PAIR_PIECES]
-                if not ps:
-                    continue
+                pair = pairs.get((a, b))
+                if pair is None:
+                    ps = sorted(on.get(a, []) + on.get(b, []), key=lambda p: -size[id(p)])[:PAIR_PIECES]
+                    if not ps:
+                        continue
+                    pair = pairs[a, b] = _Pair(state, a, b, ps)
                 evals -= 1
-                out = state._rest(top, a, np.array([b]))[:, 0]
-                now = float(np.maximum(np.maximum(L[:-1, a], L[:-1, b]), out[:-1]).sum()
-                            + EPS * np.maximum(L[:-1, a], L[:-1, b]).sum())
-                found = _split(state, a, b, ps, out, t_cap, limit)
+                out = outs[j]
+                now = float(np.maximum(pair.peaks, out[:-1]).sum() + pair.eps_peaks)
+                found = _best(pair, out, t_cap, limit)
                 if found is not None and found[0] < now - 1e-12 * abs(now) and (best is None or found[0] - now < best[0]):
-                    best = (found[0] - now, a, b, ps, found[1])
+                    best = (found[0] - now, a, b, pair.pieces, found[1])
         if best is None:
             break
         _, a, b, ps, side = best
+        pairs = {k: v for k, v in pairs.items() if a not in k and b not in k}  # their pieces or loads changed
         for p, s in zip(ps, side, strict=True):
             r = b if s else a
             if r != p.rank:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -222,3 +223,142 @@ def test_the_compiled_pair_split_is_bitwise_the_numpy_one_with_holder_overheads(
                 seen["found"] += 1
         seen["holders"] += bool(hold[[p.gi for p in pieces]].any())
     assert seen["holders"] > 30 and seen["found"] > 30, seen  # the draws did reach holder overheads and answers
+
+
+@pytest.mark.parametrize("seed", [5, 94, 110, 115])
+def test_kept_pair_set_ups_answer_bitwise_as_fresh_reference_splits(seed, monkeypatch) -> None:  # noqa: ANN001
+    """`pair_refine` keeps each pair's set-up (`lns._Pair`, with its priced splits) across rounds until a re-split
+    moves a piece to or from either rank: on family instances, every answer it uses is bit for bit that of
+    `_split_reference` on the loads and pieces of that moment, and set-ups were kept (the fast path ran)."""
+    import numpy as np
+
+    from sharding import lns, optimize
+    from sharding.family import instance
+    live, kept, seen = {}, [], {"pairs": 0, "kept": 0, "found": 0}
+    refine, best = lns.pair_refine, lns._best
+
+    def pair_refine(state, pieces, evals=lns.PAIR_EVALS, t_cap=None):  # noqa: ANN001, ANN202
+        live["state"] = state
+        return refine(state, pieces, evals, t_cap)
+
+    def checked(pair, out, t_cap, limit):  # noqa: ANN001, ANN202
+        got = best(pair, out, t_cap, limit)
+        state = live["state"]
+        assert all(p.rank in (pair.a, pair.b) for p in pair.pieces)
+        want = lns._split_reference(state, pair.a, pair.b, pair.pieces, np.array(out), t_cap, limit)
+        assert (got is None) == (want is None)
+        if got is not None:
+            assert got[0].hex() == want[0].hex() and np.array_equal(got[1], want[1])
+            seen["found"] += 1
+        seen["pairs"] += 1
+        seen["kept"] += any(q is pair for q in kept)
+        kept.append(pair)
+        return got
+
+    monkeypatch.setattr(lns, "pair_refine", pair_refine)
+    monkeypatch.setattr(lns, "_best", checked)
+    inst = instance(seed)
+    optimize(inst.workload, inst.topology)
+    assert seen["pairs"] > 50 and seen["kept"] > 10 and seen["found"] > 10, seen
+
+
+def test_one_pair_set_up_answers_bitwise_under_changing_caps_and_other_ranks() -> None:
+    """One `lns._Pair` (what `pair_refine` keeps across rounds) asked again: the same question (its last answer is
+    kept), then other limits, row maxima of the other ranks and TorchRec caps (its priced splits are kept per cap):
+    each answer bit for bit `_split_reference`'s on the same loads."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from sharding.lns import _answer_numpy, _best, _Pair, _split_reference
+    rng = np.random.default_rng(61)
+    seen = {"found": 0, "none": 0}
+    for case in range(60):
+        n, K, W, G = int(rng.integers(2, 11)), int(rng.integers(2, 9)), 4, 5
+        hold = np.where(rng.random((G, K)) < 0.4, rng.random((G, K)) * 1e-3, 0.0)
+        pieces = [SimpleNamespace(table=f"t{i}", rank=int(rng.integers(0, 2)), mem={"hbm": float(rng.random() * 1e9)},
+                                  vec=np.where(rng.random(K) < 0.7, rng.random(K) * 1e-2, 0.0), gi=int(rng.integers(0, G)))
+                  for i in range(n)]
+        L = rng.random((K, W)) * 1e-2
+        cnt = rng.integers(0, 3, (G, W))
+        for p in pieces:
+            cnt[p.gi, p.rank] += 1
+        used = rng.random(W) * 4e9
+        state = SimpleNamespace(L=L, count=cnt, tiers=["hbm"], cap={"hbm": float(used.max() + rng.random() * 6e9)},
+                                used={"hbm": used}, res=SimpleNamespace(hold=hold))
+        pair = _Pair(state, 0, 1, pieces)
+        for _ in range(4):  # the same question twice in a row, then other limits, caps and row maxima
+            out = rng.random(K) * 2e-2
+            t_cap = float(L[-1, :2].max() + rng.random() * 1e-2)
+            for f in (1.02, 1.02, 0.98, 1.0):
+                limit = float(np.maximum(L[:-1, :2].max(axis=1), out[:-1]).sum()) * f
+                got, want = _best(pair, out, t_cap, limit), _split_reference(state, 0, 1, pieces, out, t_cap, limit)
+                numpy = _answer_numpy(pair, out, t_cap, limit) if pair.fit is not None else None
+                assert (got is None) == (want is None) == (numpy is None), case
+                if got is not None:
+                    assert got[0].hex() == want[0].hex() == numpy[0].hex(), case
+                    assert np.array_equal(got[1], want[1]) and np.array_equal(got[1], numpy[1]), case
+                seen["found" if got is not None else "none"] += 1
+    assert seen["found"] > 60 and seen["none"] > 20, seen
+
+
+def test_the_compiled_pairwise_sum_is_numpys_float_for_float() -> None:
+    """`split_kernel._pairwise` (what `pick_split` sums with) against numpy's sums of 1-D arrays and of the rows of
+    (m, k) arrays, contiguous or a column slice as `lns._answer_numpy` sums them, lengths across numpy's blocks."""
+    import numpy as np
+
+    from sharding.split_kernel import _pairwise
+    rng = np.random.default_rng(7)
+    for n in [*range(0, 40), 127, 128, 129, 255, 300]:
+        for _ in range(20):
+            x = rng.random(n) * 10.0 ** rng.integers(-8, 4, n)
+            assert _pairwise(x, n) == x.sum() or n == 0  # (no rows: `pick_split` takes 0.0 itself)
+            X = rng.random((5, n + 1)) * 10.0 ** rng.integers(-8, 4, (5, n + 1))
+            want = X[:, :-1].sum(axis=1)
+            assert [_pairwise(X[r], n) for r in range(5)] == want.tolist() or n == 0
+
+
+def test_the_compiled_fit_is_the_numpy_one_near_and_far_from_the_caps() -> None:
+    """`lns._fit` (compiled sums, the numpy path where a split's bytes come within its tolerance of a cap) against
+    `_fit_reference` on drawn pairs: two tiers, caps at a split's exact bytes (the fallback) and between, column
+    blocks of one table in twos and threes; the same mask."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from sharding import lns
+    rng = np.random.default_rng(23)
+    seen = {"fallback": 0, "mixed": 0}
+    calls = []
+    ref = lns._fit_reference
+
+    def counted(*args):  # noqa: ANN002, ANN202
+        calls.append(1)
+        return ref(*args)
+
+    for case in range(300):
+        n = int(rng.integers(1, 13))
+        pieces = [SimpleNamespace(table=f"t{int(rng.integers(0, n + 3))}", rank=int(rng.integers(0, 2)),
+                                  mem={"hbm": float(rng.random() * 1e9), "ddr": float(rng.random() * 3e9) * (i % 2)})
+                  for i in range(n)]
+        used = {"hbm": rng.random(4) * 4e9, "ddr": rng.random(4) * 8e9}
+        cap = {"hbm": float(rng.random() * 8e9 + 1e9), "ddr": float(rng.random() * 2e10 + 1e9)}
+        if case % 3 == 0:  # a cap at one split's bytes exactly (as the reference sums them)
+            mem = np.array([p.mem["hbm"] for p in pieces])
+            s = int(rng.integers(0, 1 << n))
+            bits = lns._bits(n)
+            on_b = np.array([p.rank == 1 for p in pieces], dtype=np.float64)
+            cap["hbm"] = float(used["hbm"][1] - on_b @ mem + bits[s] @ mem) / (1 + 1e-12)
+        state = SimpleNamespace(tiers=["hbm", "ddr"], used=used, cap=cap)
+        on_b = np.array([p.rank == 1 for p in pieces], dtype=np.float64)
+        calls.clear()
+        lns._fit_reference = counted
+        try:
+            got = lns._fit(state, 0, 1, pieces, on_b)
+        finally:
+            lns._fit_reference = ref
+        want = ref(state, 0, 1, pieces, on_b)
+        assert got.dtype == want.dtype and np.array_equal(got, want), case
+        seen["fallback"] += bool(calls)
+        seen["mixed"] += bool(want.any() and not want.all())
+    assert seen["fallback"] > 20 and seen["mixed"] > 50, seen

@@ -30,7 +30,7 @@ from sharding.choose_kernel import choose_options
 from sharding.layouts import column_splits, row_ranges, row_sizes, table_plan, torchrec_column_pieces
 from sharding.lns import loads_of
 from sharding.plan import ShardingPlan, ShardingType, TablePlan
-from sharding.retype_kernel import merge_trial, replicas_score
+from sharding.retype_kernel import best_cut, merge_trial, replicas_score
 from sharding.search import (
     _TOL,
     GROUP,
@@ -682,25 +682,15 @@ def _try_split(state: Loads, c: Cuts, j0: float = np.inf,
     sums = state.count.sum(axis=1)
     present = {STYPES[g] for g in np.flatnonzero(sums > 0)}
     maxima = state.L.max(axis=1)
+    msum, top = float(maxima[:-1].sum(axis=0)), float(maxima[-1])  # `_j_bound`'s sums, taken once
     was = c.sp_tw
 
     def hopeless(st: ShardingType, more: float) -> bool:  # more: the re-cut's all-to-all seconds by the mean, less TW's
-        return float(state.res.score(maxima, state.const_with(present | {st}, more))[0]) > j0 * (1 + _TOL) + _TOL
+        return _j_bound(state.res, msum, top, state.const_with(present | {st}, more)) > j0 * (1 + _TOL) + _TOL
 
     cw = c.column()
     if cw and not hopeless(CW, min((sp - was for *_, sp in cw))):  # each re-cut into k blocks placed
-        gcw = STYPES.index(CW)  # in one compiled call on copies of the loads
-        groups = {STYPES[g] for g in np.flatnonzero((sums > 0) | (np.arange(len(STYPES)) == gcw))}
-        tiers, res = state.tiers, state.res
-        used = np.stack([state.used[x] for x in tiers])
-        cap = np.array([state.cap[x] for x in tiers], dtype=np.float64)
-        for k, v, m, mb, sp in cw:
-            d = sp - was  # J of the first block on its best rank (`cw_const`) bounds the re-cut's J
-            cw_const, after = state.const_with(present | {CW}, d), state.const_with(groups, d)
-            ranks, j, s = place_cut(state.L, state.count, res.hold, res.weight, res.s0, res.s1,
-                                    state.const + d / w, cw_const, after, gcw, v, mb, used, cap, k, j0)
-            if len(ranks) and (best is None or (j, s) < best[0]):
-                best = ((j, s), CW, ranks.tolist(), [Piece(t.name, CW, v, m, r) for r in ranks.tolist()])
+        best = _best_cut(state, t.name, cw, was, sums, present, j0)  # in one compiled call on copies of the loads
     v, m = c.dp
     if c.dp_fast and state.fits(m).all() and not hopeless(DP, c.sp_dp - was):
         dsums = sums.copy()  # the score once a replica is on every rank, as `put_ranks` sums it
@@ -718,6 +708,57 @@ def _try_split(state: Loads, c: Cuts, j0: float = np.inf,
         if host >= 0 and (best is None or (float(j[host]), float(s[host])) < best[0]):
             best = ((float(j[host]), float(s[host])), TWRW, list(range(host * h, host * h + h)), [])
     return best
+
+
+def _cut_args(state: Loads, sums: np.ndarray, present: set[ShardingType]) -> tuple:
+    """What `_best_cut` and `_best_cut_reference` share: (group of CW, the groups once CW is present, bytes used
+    (tiers, W), capacities per tier)."""
+    gcw = STYPES.index(CW)
+    groups = {STYPES[g] for g in np.flatnonzero((sums > 0) | (np.arange(len(STYPES)) == gcw))}
+    used = np.stack([state.used[x] for x in state.tiers])
+    return gcw, groups, used, np.array([state.cap[x] for x in state.tiers], dtype=np.float64)
+
+
+def _best_cut(state: Loads, name: str, cw: list[tuple], was: float, sums: np.ndarray, present: set[ShardingType],
+              j0: float) -> tuple | None:
+    """`_try_split`'s best column-wise re-cut of table `name` (`cw`: `Cuts.column`; `was`: its table-wise spread),
+    as `_try_split` keeps it, or None if none fits: every re-cut placed by `place_cut` in one compiled call
+    (`retype_kernel.best_cut`; issue 16: the Python loop around `place_cut` was the largest part of `retype` on
+    f88). The fixed costs are `Loads.const_with`'s sums and the pick `_best_cut_reference`'s tuple comparison, so
+    the same re-cut, ranks and (J, secondary) bits (tests check the two agree)."""
+    gcw, groups, used, cap = _cut_args(state, sums, present)
+    res, w = state.res, state.topology.world_size
+    i, ranks, j, s = best_cut(state.L, state.count, res.hold, res.weight, res.s0, res.s1, state.const, w,
+                              state.spread, res.const(present | {CW}), res.const(groups), float(was),
+                              np.array([x[4] for x in cw], dtype=np.float64), gcw, np.array([x[1] for x in cw]),
+                              np.array([x[3] for x in cw]), used, cap, np.array([x[0] for x in cw], dtype=np.int64),
+                              float(j0))
+    if i < 0:
+        return None
+    _, v, m, _, _ = cw[i]
+    return (j, s), CW, ranks.tolist(), [Piece(name, CW, v, m, r) for r in ranks.tolist()]
+
+
+def _best_cut_reference(state: Loads, name: str, cw: list[tuple], was: float, sums: np.ndarray,
+                        present: set[ShardingType], j0: float) -> tuple | None:
+    """`_best_cut` as a Python loop over `place_cut` (the loop `_try_split` had)."""
+    gcw, groups, used, cap = _cut_args(state, sums, present)
+    res, w, best = state.res, state.topology.world_size, None
+    for k, v, m, mb, sp in cw:
+        d = sp - was  # J of the first block on its best rank (`cw_const`) bounds the re-cut's J
+        cw_const, after = state.const_with(present | {CW}, d), state.const_with(groups, d)
+        ranks, j, s = place_cut(state.L, state.count, res.hold, res.weight, res.s0, res.s1,
+                                state.const + d / w, cw_const, after, gcw, v, mb, used, cap, k, j0)
+        if len(ranks) and (best is None or (j, s) < best[0]):
+            best = ((j, s), CW, ranks.tolist(), [Piece(name, CW, v, m, r) for r in ranks.tolist()])
+    return best
+
+
+def _j_bound(res: Resources, msum: float, top: float, const: float) -> float:
+    """J of `Resources.score(maxima, const)` from the maxima's sum but the last, `msum` (numpy's, as `score` takes
+    it), and the last, `top`: the same float operations on Python floats, so the same bits (issue 16: `_try_split`
+    scored the same maxima once per re-cut type, three numpy calls each; tests check the two agree)."""
+    return max(res.s0 * (const + msum), res.s1 * top)
 
 
 def _dp_score_reference(state: Loads, v: np.ndarray, m: dict[str, float], more: float) -> tuple[float, float]:
@@ -782,6 +823,7 @@ def retype(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, 
     merge = merge or _merge
     if state.L.shape[1] < 2:
         return pieces
+    heavy = _piece_weights(state.res.weight)
     _refresh_const(state)
     for _ in range(rounds):
         j0, s0 = state.objective()
@@ -790,7 +832,7 @@ def retype(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, 
         hot.sort(key=lambda r: -float((state.L[:, r] * state.res.weight).sum()))
         done = False
         for a in hot[:HOT_RANKS]:
-            on_a = sorted((p for p in pieces if p.rank == a), key=lambda p: -float((p.vec * state.res.weight).sum()))
+            on_a = sorted((p for p in pieces if p.rank == a), key=heavy)
             for p in on_a[:HOT_TABLES]:
                 t = tables[p.table]
                 if p.st == TW:
@@ -825,6 +867,21 @@ def retype(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, 
         if not done:
             break
     return _unreplicate(state, pieces, layout, tables, shard, rounds * HOT_TABLES, sp, cuts)
+
+
+def _piece_weights(weight: np.ndarray) -> Callable[[Piece], float]:
+    """`retype`'s sort key of a piece, −(its vector · `weight`) summed by numpy, kept by the vector's identity for
+    one `retype` call (issue 16: the hot ranks' pieces were weighed again every round, f88: 873 numpy products and
+    sums for a few dozen vectors). The vector is kept with its key, so no other vector can take its identity while
+    the memo lives; a piece's vector is never changed in place (pieces of a table share it)."""
+    seen: dict[int, tuple[np.ndarray, float]] = {}
+
+    def key(p: Piece) -> float:
+        got = seen.get(id(p.vec))
+        if got is None or got[0] is not p.vec:
+            got = seen[id(p.vec)] = (p.vec, -float((p.vec * weight).sum()))
+        return got[1]
+    return key
 
 
 def _merge(state: Loads, blocks: list[Piece], v: np.ndarray, m: dict[str, float], delta: float, j0: float,

@@ -40,7 +40,7 @@ from embedding.spec import TableSpec
 from sharding.cost import CostModel
 from sharding.layouts import table_plan
 from sharding.plan import ShardingPlan, ShardingType, TablePlan
-from sharding.relayout_kernel import price_change
+from sharding.relayout_kernel import over_cap, price_change, scatter_block
 from sharding.search import STYPES
 from sharding.trec_cost import TorchRecCostModel
 
@@ -132,7 +132,24 @@ class _Delta:
         return got[3]
 
     def _make_block(self, tp: TablePlan) -> tuple[np.ndarray, np.ndarray]:
-        """(rows, their seconds or counts per rank) of one table plan."""
+        """(rows, their seconds or counts per rank) of one table plan, summed in one compiled call
+        (`relayout_kernel.scatter_block`; issue 16: one `np.add.at` per row and shape was ~35 µs a table plan, 40%
+        of `relayout` on f41): the same additions in the same order as `_make_block_reference`, so the same bits."""
+        cost, g, st = self.cost, STYPES.index(tp.sharding_type), tp.sharding_type
+        t, at, vals, where, starts, wstarts = cost.tables[tp.name], [], [], [], [0], [0]
+        for (rows, cols, tier, cf), ranks in tp.alike().items():
+            _, v, keys = cost._terms(t, st, rows, cols, tier, cf, False)
+            at += [0, 1, 2, 3 + g, *[self._row(k) for k, _ in keys]]
+            vals += [v[0], v[1], v[2], 1.0, *v[4:]]
+            where += ranks
+            starts.append(len(at))
+            wstarts.append(len(where))
+        return scatter_block(self.w, np.array(at, dtype=np.int64), np.array(vals, dtype=np.float64),
+                             np.array(starts, dtype=np.int64), np.array(where, dtype=np.int64),
+                             np.array(wstarts, dtype=np.int64))
+
+    def _make_block_reference(self, tp: TablePlan) -> tuple[np.ndarray, np.ndarray]:
+        """`_make_block` by `np.add.at`, row by row and shape by shape (tests check the two agree bit for bit)."""
         cost, w, st = self.cost, self.w, tp.sharding_type
         t, g = cost.tables[tp.name], STYPES.index(st)
         local: dict[int, np.ndarray] = {}
@@ -262,6 +279,7 @@ def relayout(cost: CostModel, trec: TorchRecCostModel, plan: ShardingPlan, evals
     topo = cost.topology
     tiers = [x.name for x in topo.tiers]
     cap = np.array([[topo.usable(x)] for x in tiers]) * (1 + 1e-12)
+    cap_row = np.ascontiguousarray(cap[:, 0])  # `_over`'s form of it, the same values
     mem = {n: _memory(cost, tp, tiers) for n, tp in plan.tables.items()}
     used = sum(mem.values())
     ours, tr = cost.plan_cost(plan), (trec.plan_cost(plan) if pareto else 0.0)  # tr: read only in the polish
@@ -285,8 +303,7 @@ def relayout(cost: CostModel, trec: TorchRecCostModel, plan: ShardingPlan, evals
                 if spent >= evals:
                     break
                 new = {n: delta.memory(tp, tiers) for n, tp in change.items()}
-                after = used + sum(new.values()) - sum(mem[n] for n in change)
-                if ((after > cap) & (after > used)).any():
+                if _over(used, cap_row, new, mem):
                     continue
                 spent += 1
                 near, near_t = (x / (1 + _MARGIN) for x in delta.price(change))  # at most the exact prices
@@ -307,6 +324,22 @@ def relayout(cost: CostModel, trec: TorchRecCostModel, plan: ShardingPlan, evals
             else:
                 quiet += 1
     return plan if moved else None
+
+
+def _over(used: np.ndarray, cap: np.ndarray, new: dict[str, np.ndarray], mem: dict[str, np.ndarray]) -> bool:
+    """Whether a change (its tables' bytes per (tier, rank) `new`, theirs now in `mem`) puts a rank's tier over
+    its capacity `cap` (per tier) and above its bytes now `used`: `_over_reference` in one compiled call
+    (`relayout_kernel.over_cap`; issue 16: eight numpy operations on a few dozen bytes per trial), the same
+    operations on each element, so the same answer."""
+    (n1, *n2), (m1, *m2) = new.values(), [mem[n] for n in new]
+    return bool(over_cap(used, cap, n1, n2[0] if n2 else n1, m1, m2[0] if m2 else m1, bool(n2)))
+
+
+def _over_reference(used: np.ndarray, cap: np.ndarray, new: dict[str, np.ndarray], mem: dict[str, np.ndarray],
+                    ) -> bool:
+    """`_over` in numpy, as `relayout`'s loop had it (`cap` per tier)."""
+    after = used + sum(new.values()) - sum(mem[n] for n in new)
+    return bool(((after > cap[:, None]) & (after > used)).any())
 
 
 def _best(cost: CostModel, trec: TorchRecCostModel, plan: ShardingPlan, trials: list[tuple], ours: float, tr: float,

@@ -14,7 +14,7 @@ import numba
 import numpy as np
 from numba import njit
 
-__all__ = ["price_change"]
+__all__ = ["over_cap", "price_change", "scatter_block"]
 
 
 @njit(cache=True)
@@ -81,5 +81,44 @@ def price_change(sums: np.ndarray, rmax: np.ndarray, rsum: np.ndarray, tload: np
     return mx[0] + mx[1] + mx[2], comms, mask, b
 
 
+@njit(cache=True)
+def scatter_block(w: int, at: np.ndarray, vals: np.ndarray, starts: np.ndarray, where: np.ndarray,
+                  wstarts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`relayout._Delta._make_block_reference` in one call: (the rows touched, ascending; their sums per rank) of
+    shapes s (rows `at[starts[s]:starts[s + 1]]`, values `vals[...]` alike, ranks `where[wstarts[s]:wstarts[s + 1]]`),
+    each value added to its row at each of the shape's ranks, shape by shape, row by row, rank by rank: the order
+    of `np.add.at` there, so each element gets the same additions in the same order (repeats included)."""
+    order = np.unique(at)
+    pos = np.full(order[-1] + 1 if order.shape[0] else 0, -1, dtype=np.int64)
+    for i in range(order.shape[0]):
+        pos[order[i]] = i
+    block = np.zeros((order.shape[0], w))
+    for s in range(starts.shape[0] - 1):
+        for j in range(starts[s], starts[s + 1]):
+            p, v = pos[at[j]], vals[j]
+            for q in range(wstarts[s], wstarts[s + 1]):
+                block[p, where[q]] += v
+    return order, block
+
+
+@njit(cache=True)
+def over_cap(used: np.ndarray, cap: np.ndarray, n1: np.ndarray, n2: np.ndarray, m1: np.ndarray, m2: np.ndarray,
+             two: bool) -> bool:
+    """Whether some (tier i, rank k) of `after = used + (0 + n1 [+ n2]) - (0 + m1 [+ m2])` (the second table's
+    arrays read only where `two`) exceeds both `cap[i]` and `used[i, k]`: `relayout._over_reference`'s numpy sums
+    (Python's `sum` starts at 0), element by element in the same order."""
+    for i in range(used.shape[0]):
+        for k in range(used.shape[1]):
+            a, b = 0.0 + n1[i, k], 0.0 + m1[i, k]
+            if two:
+                a, b = a + n2[i, k], b + m2[i, k]
+            after = used[i, k] + a - b
+            if after > cap[i] and after > used[i, k]:
+                return True
+    return False
+
+
 _V, _M, _I = numba.float64[::1], numba.float64[:, ::1], numba.int64[::1]  # compiled at import (numba's disk cache)
 price_change.compile((_M, _V, _V, _V, *((_I, _M, _V) * 4), numba.int64, _I, numba.boolean[::1]))
+scatter_block.compile((numba.int64, _I, _V, _I, _I, _I))
+over_cap.compile((_M, _V, _M, _M, _M, _M, numba.boolean))

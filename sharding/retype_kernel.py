@@ -16,9 +16,21 @@ import numba
 import numpy as np
 from numba import njit
 
-from sharding.search_kernels import _F, _F2, _LOADS, _better, _fits, _objective, _put, _score, _take, place_best
+from sharding.search_kernels import (
+    _F,
+    _F2,
+    _LOADS,
+    _better,
+    _fits,
+    _objective,
+    _put,
+    _score,
+    _take,
+    place_best,
+    place_cut,
+)
 
-__all__ = ["merge_trial", "replicas_score"]
+__all__ = ["best_cut", "merge_trial", "replicas_score"]
 
 
 @njit(cache=True)
@@ -61,7 +73,27 @@ def replicas_score(L, count, hold, w0, w1, g, v, const):  # noqa: ANN001, ANN201
     return _score(top, w0, w1, const, True)
 
 
+@njit(cache=True)
+def best_cut(L, count, hold, weight, w0, w1, const, w, spread, c_first, c_after, was, sps, g, vecs, mems, used, cap,  # noqa: ANN001, ANN201
+             ks, j0):
+    """`pack._best_cut_reference`'s loop: re-cut i (ks[i] column blocks, vector vecs[i], bytes per tier mems[i],
+    spread sps[i]) placed by `place_cut` with the fixed costs that loop computes (`Loads.const_with`: `c_first` or
+    `c_after`, the groups' fixed seconds, + (spread + d) / W; the loads' `const` + d / w; d = sps[i] − was), in the
+    same order. Returns (i, ranks, J, secondary) of the first re-cut with the least (J, secondary) among those
+    that fit (Python's tuple order), i = −1 if none."""
+    W = L.shape[1]
+    bi, branks, bj, bs = -1, np.empty(0, dtype=np.int64), 0.0, 0.0
+    for i in range(ks.shape[0]):
+        d = sps[i] - was
+        ranks, j, s = place_cut(L, count, hold, weight, w0, w1, const + d / w, c_first + (spread + d) / W,
+                                c_after + (spread + d) / W, g, vecs[i], mems[i], used, cap, ks[i], j0)
+        if ranks.shape[0] > 0 and (bi < 0 or j < bj or (j == bj and s < bs)):
+            bi, branks, bj, bs = i, ranks, j, s
+    return bi, branks, bj, bs
+
+
 _V, _G = numba.float64[::1], numba.int64  # compiled at import, as `search_kernels`' kernels (numba's disk cache)
 merge_trial.compile((_F2, _LOADS[1], _F2, _V, _F, _F, _F2, _V, _G, numba.int64[::1], _V, _V, _G, _V, _V, _F, _F, _F,
                      _F))
 replicas_score.compile((_F2, _LOADS[1], _F2, _F, _F, _G, _V, _F))
+best_cut.compile((_F2, _LOADS[1], _F2, _V, _F, _F, _F, _G, _F, _F, _F, _F, _V, _G, _F2, _F2, _F2, _V, numba.int64[::1], _F))

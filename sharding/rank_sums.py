@@ -54,8 +54,8 @@ class RankSums:
         entries in the same order."""
         g, n = self.groups, len(self.groups)
         at, vals, where = (list(map(itemgetter(i), g)) for i in range(3))
-        runs: dict[tuple[int, int], list[int]] = {}  # (first, count) -> its list of ranks, for this call
-        span = [len(x) if len(x) >= SPAN_MIN and x == _run(x[0], len(x), runs) else 0 for x in where]
+        every = list(range(world))  # x == every[x[0]:x[0] + len(x)]: x is len(x) consecutive ranks from x[0]
+        span = [len(x) if len(x) >= SPAN_MIN and x == every[x[0]:x[0] + len(x)] else 0 for x in where]
         listed = [() if k else x for x, k in zip(where, span, strict=True)]
         out = np.zeros((n_rows, world))
         add_terms(out, np.fromiter(chain.from_iterable(at), np.int64), np.fromiter(chain.from_iterable(vals), np.float64),
@@ -63,14 +63,6 @@ class RankSums:
                   np.fromiter([x[0] if k else 0 for x, k in zip(where, span, strict=True)], np.int64, n),
                   np.array(span, dtype=np.int64))
         return out
-
-
-def _run(first: int, count: int, runs: dict[tuple[int, int], list[int]]) -> list[int]:
-    """[first, first + 1, …] of `count` ranks, made once per `RankSums.total` call (`runs`)."""
-    got = runs.get((first, count))
-    if got is None:
-        got = runs[(first, count)] = list(range(first, first + count))
-    return got
 
 
 def _offsets(seqs: list[Sequence], n: int) -> np.ndarray:

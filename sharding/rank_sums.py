@@ -54,8 +54,8 @@ class RankSums:
         entries in the same order."""
         g, n = self.groups, len(self.groups)
         at, vals, where = (list(map(itemgetter(i), g)) for i in range(3))
-        every = list(range(world))  # x == every[x[0]:x[0] + len(x)]: x is len(x) consecutive ranks from x[0]
-        span = [len(x) if len(x) >= SPAN_MIN and x == every[x[0]:x[0] + len(x)] else 0 for x in where]
+        every = list(range(world))  # x == every[x[0]:x[0] + k], k = len(x): x is k consecutive ranks from x[0]
+        span = [k if k >= SPAN_MIN and x == every[x[0]:x[0] + k] else 0 for x, k in zip(where, map(len, where), strict=True)]
         listed = [() if k else x for x, k in zip(where, span, strict=True)]
         out = np.zeros((n_rows, world))
         add_terms(out, np.fromiter(chain.from_iterable(at), np.int64), np.fromiter(chain.from_iterable(vals), np.float64),

@@ -587,6 +587,7 @@ class CostModel:
         held: dict[ShardingType, set[int]] = {}
         sums = RankSums()
         push, seen, memo, terms = sums.groups.append, set(), self._memo, self._terms
+        last = None  # the previous shape's keys: most shapes share them (one interned tuple per type and tier)
         for tp in plan.tables.values():
             t, st = self.tables[tp.name], tp.sharding_type
             group = held.setdefault(st, set())
@@ -596,9 +597,12 @@ class CostModel:
                 push((got[0], got[1], where))
                 if len(group) < w:  # a group on every rank already (data-parallel's) gains nothing
                     group.update(where)
-                if id(got[2]) not in seen:  # first seen here (one tuple per distinct list): `_step` sums
-                    seen.add(id(got[2]))  # collectives in that order
-                    for k, q in got[2]:
+                if got[2] is last:  # seen: no `id` call per shape
+                    continue
+                last = got[2]
+                if id(last) not in seen:  # first seen here (one tuple per distinct list): `_step` sums
+                    seen.add(id(last))  # collectives in that order
+                    for k, q in last:
                         if k not in coll and k not in mems:
                             (mems if isinstance(k, str) else coll)[k] = q
         table = sums.total(len(self._rows), w)

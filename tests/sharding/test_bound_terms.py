@@ -7,11 +7,12 @@ import pkgutil
 from dataclasses import replace
 
 import numba
+import numpy as np
 import pytest
 
 import sharding
 from sharding import CostModel, PlanWorkload, load_topology, lower_bound, optimize
-from sharding.bounds import _cheapest_tiers, _table_terms
+from sharding.bounds import _all_table_terms, _cheapest_tiers, _option_shards, _table_terms
 from sharding.layouts import column_splits, row_sizes
 from sharding.plan import ShardingType
 from sharding.tablesets import load_tables
@@ -64,6 +65,31 @@ def test_the_bounds_table_terms_are_the_former_ones_float_for_float(tables: str,
             assert _table_terms(fresh, t.name, tiers) == _former_table_terms(former, t.name, tiers), t.name
         if make is CostModel:
             assert lb.value > 0 and lb == replace(lower_bound(former, relax=False))
+
+
+@pytest.mark.parametrize("tables, hardware, ranks, device, mode", [
+    ("random:60:1", "torchrec_default", 32, None, "train"), ("random:40:2", "dgx_h100_x2", 16, None, "inference"),
+    ("random:30:3", "dev_2core", 2, None, "train"), ("random:50:4", "h200_x8", 8, "cpu", "train"),
+    ("random:80:6", "torchrec_default", 64, None, "train")])
+def test_every_tables_terms_in_one_pass_are_the_per_table_terms_bit_for_bit(tables: str, hardware: str, ranks: int,
+                                                                         device: str | None, mode: str) -> None:
+    """`_all_table_terms` (one pass over every table's shapes) gives `_table_terms`' floats bit for bit, whether
+    the memo holds the prices (`price_many`, as `lower_bound` calls it) or not (shapes priced on the way)."""
+    topo = load_topology(hardware, ranks)
+    if device is not None:
+        topo = replace(topo, device=device)
+    wl = PlanWorkload(load_tables(tables), 512, mode)
+    for make in (CostModel, TorchRecCostModel):
+        for priced in (True, False):
+            fresh, former = make(wl, topo), make(wl, topo)
+            tiers = _cheapest_tiers(fresh)
+            options = [_option_shards(fresh, t) for t in wl.tables]
+            if priced:
+                fresh.price_many([(t, st, r, c, x, 0.0) for t, opts in zip(wl.tables, options, strict=True)
+                                  for st, shards in opts for r, c, _ in shards for x in tiers])
+            got = _all_table_terms(fresh, tiers, options)
+            expect = [_table_terms(former, t.name, tiers, opts) for t, opts in zip(wl.tables, options, strict=True)]
+            assert np.array(got).tobytes() == np.array(expect).tobytes()
 
 
 def test_no_kernel_of_sharding_compiles_at_its_first_call_in_a_plan() -> None:

@@ -11,7 +11,7 @@ from sharding import CostModel, PlanWorkload, load_topology, optimize
 from sharding.baselines import BASELINES
 from sharding.layouts import table_plan
 from sharding.plan import ShardingPlan, ShardingType
-from sharding.rank_sums import RankSums
+from sharding.rank_sums import SPAN_MIN, RankSums
 from sharding.tablesets import load_tables
 from sharding.trec_cost import TorchRecCostModel
 
@@ -133,3 +133,58 @@ def test_the_compiled_sums_add_each_term_in_order_and_once_per_listed_rank() -> 
             _adder(where)(expect[q], x)
     assert _bits(sums.total(5, 7)) == _bits(expect)
 
+
+
+def test_runs_of_consecutive_ranks_are_added_as_listed_ranks_are() -> None:
+    """`RankSums.total` passes a shape on ≥ `SPAN_MIN` consecutive ranks in order as (first, count): the same sums
+    bit for bit as its ranks listed one by one, and only for such runs (a repeat, a gap, another order or a
+    short list goes rank by rank)."""
+    rng = np.random.default_rng(1)
+    w = 80
+    for _ in range(20):
+        sums, expect = RankSums(), np.zeros((5, w))
+        for _ in range(60):
+            at = tuple(int(q) for q in rng.integers(0, 5, rng.integers(1, 4)))
+            vals = tuple(float(x) for x in rng.standard_normal(len(at)) * 10.0 ** rng.integers(-8, 8, len(at)))
+            first = int(rng.integers(0, w - SPAN_MIN + 1))
+            run = list(range(first, int(rng.integers(first + SPAN_MIN, w + 1))))
+            kind = int(rng.integers(0, 6))
+            if kind == 1:  # a rank twice
+                run[int(rng.integers(1, len(run)))] = run[0]
+            elif kind == 2:  # a gap
+                run = run[:-1] + [run[-1] + 1] if run[-1] + 1 < w else run[1:] + [run[0]]
+            elif kind == 3:  # another order
+                run = [int(r) for r in rng.permutation(run)]
+            elif kind == 4:  # short
+                run = run[:int(rng.integers(1, SPAN_MIN))]
+            sums.groups.append((at, vals, run))
+            for q, x in zip(at, vals, strict=True):
+                _adder(run)(expect[q], x)
+        assert _bits(sums.total(5, w)) == _bits(expect)
+
+
+def test_the_cost_models_sums_on_runs_of_ranks_are_the_former_adds_bit_for_bit() -> None:
+    """As above on 64 ranks, where replicas and row-wise blocks over all ranks go to the kernel as runs."""
+    wl = PlanWorkload(load_tables("random:40:5"), 512, "train")
+    topo = load_topology("torchrec_default", 64, 8).reserve_inputs(wl.ids_per_batch)
+    t = {x.name: x for x in wl.tables}
+    rng = np.random.default_rng(2)
+    types = [DP, RW, TWRW, CW, TW]
+    plans = [fn(wl, topo) for fn in BASELINES.values()]
+    for _ in range(3):
+        tables = {}
+        for x in wl.tables:
+            st = types[int(rng.integers(0, len(types)))]
+            ranks = {DP: list(range(64)), RW: [int(r) for r in rng.permutation(64)] if rng.random() < 0.3 else
+                     list(range(64)), TWRW: list(range(8, 16)), CW: [3, 3, 40, 63], TW: [int(rng.integers(0, 64))]}
+            tables[x.name] = table_plan(t[x.name], st, ranks[st], "hbm")
+        plans.append(ShardingPlan(64, tables))
+    for plan in plans:
+        for memory in (False, True):
+            parts, count, coll, held, mem = CostModel(wl, topo)._accumulate(plan, memory)
+            parts0, count0, coll0, held0, mem0 = _former_accumulate(CostModel(wl, topo), plan, memory)
+            assert _bits(parts) == _bits(parts0) and _bits(count) == _bits(count0)
+            assert list(coll) == list(coll0) and all(_bits(coll[k]) == _bits(coll0[k]) for k in coll0)
+            assert held == held0 and list(mem) == list(mem0) and all(_bits(mem[k]) == _bits(mem0[k]) for k in mem0)
+        assert _bits(TorchRecCostModel(wl, topo).rank_loads(plan)) == _bits(
+            _former_rank_loads(TorchRecCostModel(wl, topo), plan))

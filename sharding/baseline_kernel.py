@@ -13,7 +13,7 @@ import numba
 import numpy as np
 from numba import njit
 
-__all__ = ["place_tables"]
+__all__ = ["place_tables", "fit_ranks"]
 
 _ROOM = 1 + 1e-12  # as `Bins.fits`: a tier fits up to its capacity × (1 + 1e-12)
 
@@ -53,6 +53,25 @@ def place_tables(start: int, mems: np.ndarray, cap: np.ndarray, used: np.ndarray
     return mems.shape[0]
 
 
+@njit(cache=True)
+def fit_ranks(i: int, mems: np.ndarray, cap: np.ndarray, used: np.ndarray, out: np.ndarray) -> int:
+    """The ranks with room for table i (bytes per tier `mems[i]`, `Bins.fits`'s comparisons) in rank order in
+    out[:k], as `np.flatnonzero(bins.fits(mem))`; returns k (the random baseline draws among them in Python)."""
+    k = 0
+    for r in range(used.shape[1]):
+        fits = True
+        for x in range(mems.shape[1]):
+            b = mems[i, x]
+            if b > 0 and not used[x, r] + b <= cap[x] * _ROOM:
+                fits = False
+                break
+        if fits:
+            out[k] = r
+            k += 1
+    return k
+
+
 _F1, _F2 = numba.float64[::1], numba.float64[:, ::1]
-place_tables.compile((numba.int64, _F2, _F1, _F2, _F1, _F1, numba.boolean, numba.int64[::1]))  # at import, from
-# numba's disk cache once compiled (as `search_kernels`')
+# at import, from numba's disk cache once compiled (as `search_kernels`')
+place_tables.compile((numba.int64, _F2, _F1, _F2, _F1, _F1, numba.boolean, numba.int64[::1]))
+fit_ranks.compile((numba.int64, _F2, _F1, _F2, numba.int64[::1]))

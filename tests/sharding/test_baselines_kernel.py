@@ -1,6 +1,7 @@
-"""The greedy and round-robin baselines placed in one compiled loop (`baselines._place_all`) give the plans of the
-one-table-at-a-time path (`_greedy_reference`, `_round_robin_reference`), also where tables spill to a slower tier
-or fit nowhere (the same error)."""
+"""The greedy and round-robin baselines placed in one compiled loop (`baselines._place_all`), and the random one
+with its ranks with room compiled (`_place_random`), give the plans of the one-table-at-a-time path
+(`_greedy_reference`, `_round_robin_reference`, `_random_reference`), also where tables spill to a slower tier or
+fit nowhere (the same error)."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -11,8 +12,10 @@ from sharding import PlanError, PlanWorkload, load_topology
 from sharding.baselines import (
     GREEDY_KEYS,
     _greedy_reference,
+    _random_reference,
     _round_robin_reference,
     greedy_plan,
+    random_plan,
     round_robin_plan,
 )
 from sharding.family import instance
@@ -43,3 +46,20 @@ def test_compiled_baselines_equal_the_reference(case: int) -> None:
     assert len(got) == 4 and got == want
     if case == 4:  # the fastest tier cut to 1/10: tables spill to the next tier down, or fit nowhere
         assert "'ddr'" in str(got) and any(isinstance(p, str) for p in got)
+
+
+@pytest.mark.parametrize("case", range(5))
+def test_random_baseline_equals_the_reference(case: int) -> None:
+    """`random_plan` (the fastest tier's ranks with room from the compiled `fit_ranks`) draws the ranks
+    `_random_reference` (`_place` per table) draws, for several seeds, also where tables spill or fit nowhere."""
+    wl, topo = _cases()[case]
+    def run(fn, seed):  # noqa: ANN001, ANN202
+        try:
+            return fn(wl, topo, seed).to_dict()
+        except PlanError as e:
+            return str(e)
+
+    got = [run(random_plan, s) for s in (0, 1, 7)]
+    assert got == [run(_random_reference, s) for s in (0, 1, 7)]
+    if case == 4:
+        assert "'ddr'" in str(got)

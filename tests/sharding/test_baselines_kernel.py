@@ -63,3 +63,12 @@ def test_random_baseline_equals_the_reference(case: int) -> None:
     assert got == [run(_random_reference, s) for s in (0, 1, 7)]
     if case == 4:
         assert "'ddr'" in str(got)
+
+
+def test_choice_draws_integers() -> None:
+    """`_place_random` draws `rng.integers(0, k)` for `rng.choice` of k ranks: the same stream, draw for draw."""
+    import numpy as np
+    ks = np.random.default_rng(3).integers(1, 600, 5000).tolist()
+    a, b = np.random.default_rng(11), np.random.default_rng(11)
+    got = [int(np.arange(k)[a.integers(0, k)]) for k in ks]
+    assert got == [int(b.choice(np.flatnonzero(np.ones(k, bool)))) for k in ks]

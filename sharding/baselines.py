@@ -59,13 +59,10 @@ def _least(bins: Bins, ok: np.ndarray) -> int:
 
 
 def _tier0_arrays(cost: CostModel, bins: Bins, tables: list[TableSpec]) -> tuple[np.ndarray, np.ndarray]:
-    """Each table's bytes per tier placed whole in the fastest tier (tables × tiers) and the tiers' capacities.
-    The bytes are read from the model's memo where `shard_memory` put them (each of the five baselines reads
-    every table's: no wrapper call and dict copy per table), else by `shard_memory` (the same dict)."""
-    tier0, n, memo = bins.tiers[0], len(tables), cost._memo
-    mems = np.array([[m.get(x, 0.0) for x in bins.tiers] for m in (
-        memo.get(("m", t.name, TW, t.rows, t.dim, tier0, 0.0)) or _memory(cost, t, tier0) for t in tables)],
-        dtype=np.float64).reshape(n, len(bins.tiers))
+    """Each table's bytes per tier placed whole in the fastest tier (tables × tiers) and the tiers' capacities."""
+    tier0, n = bins.tiers[0], len(tables)
+    mems = np.array([[m.get(x, 0.0) for x in bins.tiers] for m in (_memory(cost, t, tier0) for t in tables)],
+                    dtype=np.float64).reshape(n, len(bins.tiers))
     return mems, np.array([bins.cap[x] for x in bins.tiers], dtype=np.float64)
 
 

@@ -76,10 +76,10 @@ def test_choice_draws_integers() -> None:
 
 @pytest.mark.parametrize("case", range(5))
 def test_baselines_sharing_a_model_equal_the_reference(case: int) -> None:
-    """With one model shared (as the optimizer passes it), the baselines after the first read each table's bytes
-    from its memo (`_tier0_arrays`): the plans are the reference's, built with fresh models."""
+    """With one model shared (as the optimizer passes it, its memo filled by the baselines before), the plans are
+    the reference's, built with fresh models."""
     from sharding import CostModel
-    from sharding.baselines import BASELINES, TW
+    from sharding.baselines import BASELINES
     wl, topo = _cases()[case]
     rt = topo.reserve_inputs(wl.ids_per_batch)
     cost = CostModel(wl, rt)
@@ -91,7 +91,5 @@ def test_baselines_sharing_a_model_equal_the_reference(case: int) -> None:
 
     got = [run(BASELINES[f"greedy_{k}"], cost=cost) for k in GREEDY_KEYS]
     got += [run(BASELINES["round_robin"], cost=cost), run(BASELINES["random"], cost=cost)]
-    t = wl.tables[0]
-    assert ("m", t.name, TW, t.rows, t.dim, rt.tiers[0].name, 0.0) in cost._memo  # the memo was read
     want = [run(_greedy_reference, k) for k in GREEDY_KEYS] + [run(_round_robin_reference), run(_random_reference)]
     assert got == want

@@ -235,12 +235,14 @@ class _Delta:
 
 
 def _memory(cost: CostModel, tp: TablePlan, tiers: list[str]) -> np.ndarray:
-    """Bytes per (tier, rank) that table plan `tp` takes."""
+    """Bytes per (tier, rank) that table plan `tp` takes (a rank holding two of its shards counts both:
+    `np.add.at`, not `out[k, ranks] += v`, which adds once per distinct rank and let `tiers.promote` overfill a
+    rank holding two column blocks of one table, a plan `validate_plan` rejects)."""
     t = cost.tables[tp.name]
     out = np.zeros((len(tiers), cost.topology.world_size))
     for (rows, cols, tier, fraction), ranks in tp.alike().items():
         for k, v in cost.shard_memory(t, tp.sharding_type, rows, cols, tier, fraction).items():
-            out[tiers.index(k), ranks] += v
+            np.add.at(out[tiers.index(k)], ranks, v)
     return out
 
 

@@ -171,3 +171,30 @@ def test_tierings_priced_in_one_pass_are_the_tierings_priced_one_table_at_a_time
         slow_cost = made()
         want = (tiers_mod.tierings(slow_cost), bits(slow_cost))
     assert got == want
+
+
+def test_a_plan_with_two_column_blocks_on_one_rank_is_promoted_within_memory() -> None:
+    """Hypothesis found it (2026-12-03): on one rank, TorchRec's search re-stated put t2's two column blocks on rank
+    0; `relayout._memory` counted them once (`out[k, ranks] += v` with a repeated rank), so `promote` raised t0
+    from DDR into HBM past its capacity and `optimize` returned a plan `validate_plan` rejects."""
+    from embedding.spec import AccessSpec, PoolingSpec, TableSpec
+    from sharding import CostModel, optimize, validate_plan
+    from sharding.relayout import _memory
+    from sharding.topology import Link, MemoryTier, Topology
+    from sharding.workload import PlanWorkload
+    pool, uni = PoolingSpec(kind="fixed", mean=1.0, low=1, high=0), AccessSpec(kind="uniform", alpha=1.05)
+    spec = [(690965, 64, uni), (3, 4, uni), (237432, 256, AccessSpec(kind="zipf", alpha=0.9))] + [(3, 4, uni)] * 5
+    ts = tuple(TableSpec(name=f"t{i}", rows=r, dim=d, dtype="fp32", pooling=pool, access=a)
+               for i, (r, d, a) in enumerate([*spec, (3, 256, uni)]))
+    topo = Topology(name="test", device="cuda", num_hosts=1, ranks_per_host=1,
+                    tiers=(MemoryTier("hbm", 5e8, 1.5e12, ""), MemoryTier("ddr", 6.4e10, 1.6e10, "")),
+                    intra_host=Link(3e11, 1e-5, ""), inter_host=Link(4e10, 2e-5, ""), reserved_fraction=0.15,
+                    bwd_compute_multiplier=2.0)
+    wl = PlanWorkload(ts, 512, "train")
+    plan = optimize(wl, topo)
+    validate_plan(plan, wl, topo, CostModel(wl, topo))
+    cost = CostModel(wl, topo.reserve_inputs(wl.ids_per_batch))
+    tp = table_plan(cost.tables["t2"], ShardingType.COLUMN_WISE, [0, 0], "hbm", 0.0)
+    each = [cost.shard_memory(cost.tables["t2"], ShardingType.COLUMN_WISE, s.row_end - s.row_start,
+                              s.col_end - s.col_start, "hbm", 0.0)["hbm"] for s in tp.shards]
+    assert len(each) == 2 and _memory(cost, tp, ["hbm", "ddr"])[0, 0] == each[0] + each[1]

@@ -19,6 +19,16 @@ _ROOM = 1 + 1e-12  # as `Bins.fits`: a tier fits up to its capacity × (1 + 1e-1
 
 
 @njit(cache=True)
+def _fits(mems: np.ndarray, i: int, used: np.ndarray, r: int, cap: np.ndarray) -> bool:
+    """Table i's bytes per tier fit on rank r (`Bins.fits`'s comparison, tier by tier)."""
+    for x in range(mems.shape[1]):
+        b = mems[i, x]
+        if b > 0 and not used[x, r] + b <= cap[x] * _ROOM:
+            return False
+    return True
+
+
+@njit(cache=True)
 def place_tables(start: int, mems: np.ndarray, cap: np.ndarray, used: np.ndarray, load: np.ndarray,
                  keys: np.ndarray, round_robin: bool, ranks: np.ndarray) -> int:
     """Tables start, start + 1, ... (bytes per tier `mems[i]`) each onto a rank with room in every tier where it
@@ -30,13 +40,7 @@ def place_tables(start: int, mems: np.ndarray, cap: np.ndarray, used: np.ndarray
         pick = -1
         for step in range(w):
             r = (i + step) % w if round_robin else step
-            fits = True
-            for x in range(mems.shape[1]):
-                b = mems[i, x]
-                if b > 0 and not used[x, r] + b <= cap[x] * _ROOM:
-                    fits = False
-                    break
-            if not fits:
+            if not _fits(mems, i, used, r, cap):
                 continue
             if round_robin:
                 pick = r
@@ -59,13 +63,7 @@ def fit_ranks(i: int, mems: np.ndarray, cap: np.ndarray, used: np.ndarray, out: 
     out[:k], as `np.flatnonzero(bins.fits(mem))`; returns k (the random baseline draws among them in Python)."""
     k = 0
     for r in range(used.shape[1]):
-        fits = True
-        for x in range(mems.shape[1]):
-            b = mems[i, x]
-            if b > 0 and not used[x, r] + b <= cap[x] * _ROOM:
-                fits = False
-                break
-        if fits:
+        if _fits(mems, i, used, r, cap):
             out[k] = r
             k += 1
     return k

@@ -206,13 +206,8 @@ def test_the_compiled_pair_split_is_bitwise_the_numpy_one_with_holder_overheads(
                                   vec=np.where(rng.random(K) < 0.7, rng.random(K) * 10.0 ** rng.integers(-4, 0), 0.0),
                                   mem={"hbm": float(rng.random() * 1e9)}, gi=int(rng.integers(0, G)))
                   for i in range(n)]
-        L = rng.random((K, W)) * 1e-2
-        cnt = rng.integers(0, 3, (G, W))
-        for p in pieces:
-            cnt[p.gi, p.rank] += 1
-        used = rng.random(W) * 4e9
-        state = SimpleNamespace(L=L, count=cnt, tiers=["hbm"], cap={"hbm": float(used.max() + rng.random() * 6e9)},
-                                used={"hbm": used}, res=SimpleNamespace(hold=hold))
+        state = _random_state(rng, pieces, K, W, G, hold)
+        L = state.L
         out = rng.random(K) * 2e-2
         t_cap = float(L[-1, :2].max() + rng.random() * 1e-2)
         for limit in (1.0, float(np.maximum(L[:-1, :2].max(axis=1), out[:-1]).sum())):
@@ -279,13 +274,8 @@ def test_one_pair_set_up_answers_bitwise_under_changing_caps_and_other_ranks() -
         pieces = [SimpleNamespace(table=f"t{i}", rank=int(rng.integers(0, 2)), mem={"hbm": float(rng.random() * 1e9)},
                                   vec=np.where(rng.random(K) < 0.7, rng.random(K) * 1e-2, 0.0), gi=int(rng.integers(0, G)))
                   for i in range(n)]
-        L = rng.random((K, W)) * 1e-2
-        cnt = rng.integers(0, 3, (G, W))
-        for p in pieces:
-            cnt[p.gi, p.rank] += 1
-        used = rng.random(W) * 4e9
-        state = SimpleNamespace(L=L, count=cnt, tiers=["hbm"], cap={"hbm": float(used.max() + rng.random() * 6e9)},
-                                used={"hbm": used}, res=SimpleNamespace(hold=hold))
+        state = _random_state(rng, pieces, K, W, G, hold)
+        L = state.L
         pair = _Pair(state, 0, 1, pieces)
         for _ in range(4):  # the same question twice in a row, then other limits, caps and row maxima
             out = rng.random(K) * 2e-2
@@ -362,3 +352,16 @@ def test_the_compiled_fit_is_the_numpy_one_near_and_far_from_the_caps() -> None:
         seen["fallback"] += bool(calls)
         seen["mixed"] += bool(want.any() and not want.all())
     assert seen["fallback"] > 20 and seen["mixed"] > 50, seen
+
+
+def _random_state(rng, pieces: list, K: int, W: int, G: int, hold):  # noqa: ANN001, ANN202
+    """A random `Loads` stand-in for `_split` on ranks 0 and 1: loads (K, W), group counts holding `pieces`, one
+    tier with room drawn above the fullest rank."""
+    from types import SimpleNamespace
+    L = rng.random((K, W)) * 1e-2
+    cnt = rng.integers(0, 3, (G, W))
+    for p in pieces:
+        cnt[p.gi, p.rank] += 1
+    used = rng.random(W) * 4e9
+    return SimpleNamespace(L=L, count=cnt, tiers=["hbm"], cap={"hbm": float(used.max() + rng.random() * 6e9)},
+                           used={"hbm": used}, res=SimpleNamespace(hold=hold))

@@ -601,6 +601,7 @@ class Cuts:
         self.twrw_vecs = np.array([v for v, _ in self.twrw])  # (h, K) and (h, tiers), as `Loads.host_scores`
         self.twrw_bytes = np.array([[m.get(x, 0.0) for x in self.tiers] for _, m in self.twrw])
         self._cw: list | None = None
+        self._cw_arrays: tuple | None = None
 
     def _sp(self, st: ShardingType, k: int) -> float:
         return self.spread_of(self.t, st, k) if self.spread_of else 0.0
@@ -618,6 +619,20 @@ class Cuts:
                     v, m = self.shard(t, CW, t.rows, t.dim // k)
                     self._cw.append((k, v, m, self._row(m), self._sp(CW, k)))
         return self._cw
+
+    def column_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """`column()` stacked as `retype_kernel.best_cut` takes it: (spreads, vectors (n, K), bytes by tier (n,
+        tiers), k per re-cut), made once per table (issue 16: `_best_cut` rebuilt these four arrays on every call,
+        f88: 165 calls for 16 tables)."""
+        if self._cw_arrays is None:
+            self._cw_arrays = self.stack_column(self.column())
+        return self._cw_arrays
+
+    @staticmethod
+    def stack_column(cw: list[tuple]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Re-cuts as `column()` lists them, stacked: (spreads, vectors, bytes by tier, k)."""
+        return (np.array([x[4] for x in cw], dtype=np.float64), np.array([x[1] for x in cw]),
+                np.array([x[3] for x in cw]), np.array([x[0] for x in cw], dtype=np.int64))
 
 
 def _cuts_memo(topo, shard: Shard, spread: Spread | None) -> Callable[[TableSpec], Cuts]:  # noqa: ANN001
@@ -690,7 +705,8 @@ def _try_split(state: Loads, c: Cuts, j0: float = np.inf,
 
     cw = c.column()
     if cw and not hopeless(CW, min((sp - was for *_, sp in cw))):  # each re-cut into k blocks placed
-        best = _best_cut(state, t.name, cw, was, sums, present, j0)  # in one compiled call on copies of the loads
+        best = _best_cut(state, t.name, cw, was, sums, present, j0,  # in one compiled call on copies of the loads
+                         c.column_arrays())
     v, m = c.dp
     if c.dp_fast and state.fits(m).all() and not hopeless(DP, c.sp_dp - was):
         dsums = sums.copy()  # the score once a replica is on every rank, as `put_ranks` sums it
@@ -720,19 +736,19 @@ def _cut_args(state: Loads, sums: np.ndarray, present: set[ShardingType]) -> tup
 
 
 def _best_cut(state: Loads, name: str, cw: list[tuple], was: float, sums: np.ndarray, present: set[ShardingType],
-              j0: float) -> tuple | None:
+              j0: float, arrays: tuple | None = None) -> tuple | None:
     """`_try_split`'s best column-wise re-cut of table `name` (`cw`: `Cuts.column`; `was`: its table-wise spread),
     as `_try_split` keeps it, or None if none fits: every re-cut placed by `place_cut` in one compiled call
     (`retype_kernel.best_cut`; issue 16: the Python loop around `place_cut` was the largest part of `retype` on
     f88). The fixed costs are `Loads.const_with`'s sums and the pick `_best_cut_reference`'s tuple comparison, so
-    the same re-cut, ranks and (J, secondary) bits (tests check the two agree)."""
+    the same re-cut, ranks and (J, secondary) bits (tests check the two agree). `arrays`: `cw` stacked
+    (`Cuts.column_arrays`, made once per table; None: stacked here)."""
     gcw, groups, used, cap = _cut_args(state, sums, present)
     res, w = state.res, state.topology.world_size
+    sps, vecs, mems, ks = arrays if arrays is not None else Cuts.stack_column(cw)
     i, ranks, j, s = best_cut(state.L, state.count, res.hold, res.weight, res.s0, res.s1, state.const, w,
-                              state.spread, res.const(present | {CW}), res.const(groups), float(was),
-                              np.array([x[4] for x in cw], dtype=np.float64), gcw, np.array([x[1] for x in cw]),
-                              np.array([x[3] for x in cw]), used, cap, np.array([x[0] for x in cw], dtype=np.int64),
-                              float(j0))
+                              state.spread, res.const(present | {CW}), res.const(groups), float(was), sps, gcw, vecs,
+                              mems, used, cap, ks, float(j0))
     if i < 0:
         return None
     _, v, m, _, _ = cw[i]
@@ -740,8 +756,8 @@ def _best_cut(state: Loads, name: str, cw: list[tuple], was: float, sums: np.nda
 
 
 def _best_cut_reference(state: Loads, name: str, cw: list[tuple], was: float, sums: np.ndarray,
-                        present: set[ShardingType], j0: float) -> tuple | None:
-    """`_best_cut` as a Python loop over `place_cut` (the loop `_try_split` had)."""
+                        present: set[ShardingType], j0: float, arrays: tuple | None = None) -> tuple | None:
+    """`_best_cut` as a Python loop over `place_cut` (the loop `_try_split` had); `arrays` is not read."""
     gcw, groups, used, cap = _cut_args(state, sums, present)
     res, w, best = state.res, state.topology.world_size, None
     for k, v, m, mb, sp in cw:

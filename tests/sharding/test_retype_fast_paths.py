@@ -89,3 +89,38 @@ def test_retype_retypes_as_before_with_the_reference_paths(monkeypatch) -> None:
         assert [(q.table, q.st, q.rank) for q in got] == [(q.table, q.st, q.rank) for q in want]
         changed += lay != fresh()[2]
     assert changed > 3
+
+
+def test_the_column_wise_recuts_stacked_once_per_table_pick_as_stacked_per_call() -> None:
+    """`_best_cut` with `Cuts.column_arrays` (stacked once per table) returns the re-cut, ranks, (J, secondary)
+    bits and pieces of `_best_cut` stacking `Cuts.column()` on the call and of `_best_cut_reference`; the arrays
+    are made once and equal the stacked re-cuts."""
+    found = 0
+    for b, fresh in _placed_states(SEEDS):
+        state, pieces, _ = fresh()
+        pack.local_search(state, pieces, 50)
+        j = state.objective()[0]
+        for p in [p for p in pieces if p.st == TW]:
+            snap = pack._snapshot(state)
+            state.take(p.rank, TW, p.vec, p.mem)
+            c = b.cuts(b.cost.tables[p.table])
+            cw = c.column()
+            if cw:
+                arrays = c.column_arrays()
+                assert c.column_arrays() is arrays
+                want = (np.array([x[4] for x in cw]), np.array([x[1] for x in cw]), np.array([x[3] for x in cw]),
+                        np.array([x[0] for x in cw], dtype=np.int64))
+                for a, x in zip(arrays, want, strict=True):
+                    assert a.dtype == x.dtype and a.shape == x.shape and a.tobytes() == x.tobytes()
+                sums = state.count.sum(axis=1)
+                present = {STYPES[g] for g in np.flatnonzero(sums > 0)}
+                for j0 in (math.inf, j, j * 0.999):
+                    got = pack._best_cut(state, p.table, cw, c.sp_tw, sums, present, j0, arrays)
+                    assert _pieces_key(got) == _pieces_key(pack._best_cut(state, p.table, cw, c.sp_tw, sums,
+                                                                         present, j0))
+                    assert _pieces_key(got) == _pieces_key(pack._best_cut_reference(state, p.table, cw, c.sp_tw,
+                                                                                   sums, present, j0))
+                    found += got is not None
+            pack._restore(state, snap)
+    assert found > 20
+

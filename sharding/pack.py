@@ -843,6 +843,7 @@ def retype(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, 
     _refresh_const(state)
     for _ in range(rounds):
         j0, s0 = state.objective()
+        trial = _round_memo(merge)  # the loads are as they were at each trial of a round
         top = state.top3()
         hot = [int(r) for r in dict.fromkeys(top[0][top[1][:, 0] > 0, 0].tolist()) if r >= 0]
         hot.sort(key=lambda r: -float((state.L[:, r] * state.res.weight).sum()))
@@ -867,7 +868,7 @@ def retype(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, 
                     blocks = [q for q in pieces if q.table == p.table]
                     delta = sp(t, TW, 1) - sp(t, CW, len(blocks))
                     v, m = shard(t, TW, t.rows, t.dim)
-                    r = merge(state, blocks, v, m, delta, j0, s0)
+                    r = trial(state, blocks, v, m, delta, j0, s0)
                     if r >= 0:  # the trial's change, made on the loads as the numpy form makes it
                         for q in blocks:
                             state.take(q.rank, CW, q.vec, q.mem)
@@ -883,6 +884,22 @@ def retype(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, 
         if not done:
             break
     return _unreplicate(state, pieces, layout, tables, shard, rounds * HOT_TABLES, sp, cuts)
+
+
+def _round_memo(merge: Merge) -> Merge:
+    """`merge` answering once per table for one `retype` round (issue 16: a column-wise table with blocks on
+    several hot ranks was tried once from each, f88: 66 of 405 trials repeats). Within a round every trial leaves
+    the loads as they were (a failed re-cut is restored, the first change ends the round), and the table's blocks,
+    its table-wise shard, `delta`, j0 and s0 are the same, so a repeat gives the same rank."""
+    seen: dict[str, int] = {}
+
+    def once(state: Loads, blocks: list[Piece], v: np.ndarray, m: dict[str, float], delta: float, j0: float,
+             s0: float) -> int:
+        name = blocks[0].table
+        if name not in seen:
+            seen[name] = merge(state, blocks, v, m, delta, j0, s0)
+        return seen[name]
+    return once
 
 
 def _piece_weights(weight: np.ndarray) -> Callable[[Piece], float]:

@@ -124,3 +124,48 @@ def test_the_column_wise_recuts_stacked_once_per_table_pick_as_stacked_per_call(
             pack._restore(state, snap)
     assert found > 20
 
+
+def test_retype_asks_each_merge_once_a_round_and_retypes_as_when_asking_every_time(monkeypatch) -> None:  # noqa: ANN001
+    """`retype` with its merge trials answered once per table and round (`_round_memo`) and asked every time:
+    the same loads, layout and pieces, bit for bit; the memo skips some trials, and each skipped one would have
+    answered as the first (checked by asking it again on the loads of the skip)."""
+    calls: list[int] = []
+    mismatched: list[tuple] = []
+
+    def counted(*args):  # noqa: ANN002, ANN202
+        calls.append(pack._merge(*args))
+        return calls[-1]
+
+    def checking(merge):  # noqa: ANN001, ANN202  `_round_memo` that asks again and compares
+        memo = pack_round_memo(merge)
+        seen: dict[str, int] = {}
+
+        def once(state, blocks, *rest):  # noqa: ANN001, ANN002, ANN202
+            r = memo(state, blocks, *rest)
+            if blocks[0].table in seen and pack._merge(state, blocks, *rest) != r:
+                mismatched.append((blocks[0].table, r))
+            seen[blocks[0].table] = r
+            return r
+        return once
+
+    pack_round_memo = pack._round_memo
+    fast, asked = [], []
+    monkeypatch.setattr(pack, "_round_memo", checking)
+    for b, fresh in _placed_states(SEEDS):
+        s, p, lay = fresh()
+        pack.local_search(s, p, 50)
+        fast.append((s, pack.retype(s, p, lay, b.cost.tables, b.shard, 8, b.spread, counted, cuts=b.cuts), lay))
+        asked.append(len(calls))
+        calls.clear()
+    assert not mismatched
+    monkeypatch.setattr(pack, "_round_memo", lambda merge: merge)
+    skipped = 0
+    for (b, fresh), (s0, got, lay0), n in zip(_placed_states(SEEDS), fast, asked, strict=True):
+        s, p, lay = fresh()
+        pack.local_search(s, p, 50)
+        want = pack.retype(s, p, lay, b.cost.tables, b.shard, 8, b.spread, counted, cuts=b.cuts)
+        assert _same_loads(s0, s) and lay0 == lay
+        assert [(q.table, q.st, q.rank) for q in got] == [(q.table, q.st, q.rank) for q in want]
+        skipped += len(calls) - n
+        calls.clear()
+    assert skipped > 0

@@ -169,3 +169,28 @@ def test_retype_asks_each_merge_once_a_round_and_retypes_as_when_asking_every_ti
         skipped += len(calls) - n
         calls.clear()
     assert skipped > 0
+
+
+def test_the_merged_groups_are_the_numpy_ones_in_the_same_order() -> None:
+    """`_merged_groups` (Python ints) gives the set of `_merged_groups_reference` (numpy), iterated in the same
+    order, for random holder counts with groups emptied and filled by the merge (the column-wise group left with
+    none, the table-wise group gaining its first holder) and for the loads of some packings."""
+    rng = np.random.default_rng(3)
+    gcw, gtw = pack.GROUP[pack.CW], pack.GROUP[pack.TW]
+    cases = []
+    for _ in range(300):
+        count = rng.integers(0, 3, size=(len(STYPES), int(rng.integers(2, 9)))) * (rng.random((len(STYPES), 1)) < 0.5)
+        count[gtw] *= rng.random() < 0.7
+        blocks = int(rng.integers(1, 4))
+        count[gcw, :blocks] += 1 if rng.random() < 0.8 else 0
+        cases.append((count.astype(np.int64), blocks))
+    for _, fresh in _placed_states(SEEDS[:3]):
+        count = fresh()[0].count
+        cases += [(count, 1), (count, 2)]
+    lost = gained = 0
+    for count, blocks in cases:
+        got, want = pack._merged_groups(count, blocks), pack._merged_groups_reference(count, blocks)
+        assert got == want and list(got) == list(want)
+        lost += pack.STYPES[gcw] not in got
+        gained += count[gtw].sum() == 0
+    assert lost > 20 and gained > 20

@@ -601,6 +601,7 @@ class Cuts:
         self.twrw_vecs = np.array([v for v, _ in self.twrw])  # (h, K) and (h, tiers), as `Loads.host_scores`
         self.twrw_bytes = np.array([[m.get(x, 0.0) for x in self.tiers] for _, m in self.twrw])
         self._cw: list | None = None
+        self._cw_arrays: tuple | None = None
 
     def _sp(self, st: ShardingType, k: int) -> float:
         return self.spread_of(self.t, st, k) if self.spread_of else 0.0
@@ -618,6 +619,20 @@ class Cuts:
                     v, m = self.shard(t, CW, t.rows, t.dim // k)
                     self._cw.append((k, v, m, self._row(m), self._sp(CW, k)))
         return self._cw
+
+    def column_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """`column()` stacked as `retype_kernel.best_cut` takes it: (spreads, vectors (n, K), bytes by tier (n,
+        tiers), k per re-cut), made once per table (issue 16: `_best_cut` rebuilt these four arrays on every call,
+        f88: 165 calls for 16 tables)."""
+        if self._cw_arrays is None:
+            self._cw_arrays = self.stack_column(self.column())
+        return self._cw_arrays
+
+    @staticmethod
+    def stack_column(cw: list[tuple]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Re-cuts as `column()` lists them, stacked: (spreads, vectors, bytes by tier, k)."""
+        return (np.array([x[4] for x in cw], dtype=np.float64), np.array([x[1] for x in cw]),
+                np.array([x[3] for x in cw]), np.array([x[0] for x in cw], dtype=np.int64))
 
 
 def _cuts_memo(topo, shard: Shard, spread: Spread | None) -> Callable[[TableSpec], Cuts]:  # noqa: ANN001
@@ -690,7 +705,8 @@ def _try_split(state: Loads, c: Cuts, j0: float = np.inf,
 
     cw = c.column()
     if cw and not hopeless(CW, min((sp - was for *_, sp in cw))):  # each re-cut into k blocks placed
-        best = _best_cut(state, t.name, cw, was, sums, present, j0)  # in one compiled call on copies of the loads
+        best = _best_cut(state, t.name, cw, was, sums, present, j0,  # in one compiled call on copies of the loads
+                         c.column_arrays())
     v, m = c.dp
     if c.dp_fast and state.fits(m).all() and not hopeless(DP, c.sp_dp - was):
         dsums = sums.copy()  # the score once a replica is on every rank, as `put_ranks` sums it
@@ -720,19 +736,19 @@ def _cut_args(state: Loads, sums: np.ndarray, present: set[ShardingType]) -> tup
 
 
 def _best_cut(state: Loads, name: str, cw: list[tuple], was: float, sums: np.ndarray, present: set[ShardingType],
-              j0: float) -> tuple | None:
+              j0: float, arrays: tuple | None = None) -> tuple | None:
     """`_try_split`'s best column-wise re-cut of table `name` (`cw`: `Cuts.column`; `was`: its table-wise spread),
     as `_try_split` keeps it, or None if none fits: every re-cut placed by `place_cut` in one compiled call
     (`retype_kernel.best_cut`; issue 16: the Python loop around `place_cut` was the largest part of `retype` on
     f88). The fixed costs are `Loads.const_with`'s sums and the pick `_best_cut_reference`'s tuple comparison, so
-    the same re-cut, ranks and (J, secondary) bits (tests check the two agree)."""
+    the same re-cut, ranks and (J, secondary) bits (tests check the two agree). `arrays`: `cw` stacked
+    (`Cuts.column_arrays`, made once per table; None: stacked here)."""
     gcw, groups, used, cap = _cut_args(state, sums, present)
     res, w = state.res, state.topology.world_size
+    sps, vecs, mems, ks = arrays if arrays is not None else Cuts.stack_column(cw)
     i, ranks, j, s = best_cut(state.L, state.count, res.hold, res.weight, res.s0, res.s1, state.const, w,
-                              state.spread, res.const(present | {CW}), res.const(groups), float(was),
-                              np.array([x[4] for x in cw], dtype=np.float64), gcw, np.array([x[1] for x in cw]),
-                              np.array([x[3] for x in cw]), used, cap, np.array([x[0] for x in cw], dtype=np.int64),
-                              float(j0))
+                              state.spread, res.const(present | {CW}), res.const(groups), float(was), sps, gcw, vecs,
+                              mems, used, cap, ks, float(j0))
     if i < 0:
         return None
     _, v, m, _, _ = cw[i]
@@ -740,8 +756,8 @@ def _best_cut(state: Loads, name: str, cw: list[tuple], was: float, sums: np.nda
 
 
 def _best_cut_reference(state: Loads, name: str, cw: list[tuple], was: float, sums: np.ndarray,
-                        present: set[ShardingType], j0: float) -> tuple | None:
-    """`_best_cut` as a Python loop over `place_cut` (the loop `_try_split` had)."""
+                        present: set[ShardingType], j0: float, arrays: tuple | None = None) -> tuple | None:
+    """`_best_cut` as a Python loop over `place_cut` (the loop `_try_split` had); `arrays` is not read."""
     gcw, groups, used, cap = _cut_args(state, sums, present)
     res, w, best = state.res, state.topology.world_size, None
     for k, v, m, mb, sp in cw:
@@ -827,6 +843,7 @@ def retype(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, 
     _refresh_const(state)
     for _ in range(rounds):
         j0, s0 = state.objective()
+        trial = _round_memo(merge)  # the loads are as they were at each trial of a round
         top = state.top3()
         hot = [int(r) for r in dict.fromkeys(top[0][top[1][:, 0] > 0, 0].tolist()) if r >= 0]
         hot.sort(key=lambda r: -float((state.L[:, r] * state.res.weight).sum()))
@@ -851,7 +868,7 @@ def retype(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, 
                     blocks = [q for q in pieces if q.table == p.table]
                     delta = sp(t, TW, 1) - sp(t, CW, len(blocks))
                     v, m = shard(t, TW, t.rows, t.dim)
-                    r = merge(state, blocks, v, m, delta, j0, s0)
+                    r = trial(state, blocks, v, m, delta, j0, s0)
                     if r >= 0:  # the trial's change, made on the loads as the numpy form makes it
                         for q in blocks:
                             state.take(q.rank, CW, q.vec, q.mem)
@@ -867,6 +884,22 @@ def retype(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, 
         if not done:
             break
     return _unreplicate(state, pieces, layout, tables, shard, rounds * HOT_TABLES, sp, cuts)
+
+
+def _round_memo(merge: Merge) -> Merge:
+    """`merge` answering once per table for one `retype` round (issue 16: a column-wise table with blocks on
+    several hot ranks was tried once from each, f88: 66 of 405 trials repeats). Within a round every trial leaves
+    the loads as they were (a failed re-cut is restored, the first change ends the round), and the table's blocks,
+    its table-wise shard, `delta`, j0 and s0 are the same, so a repeat gives the same rank."""
+    seen: dict[str, int] = {}
+
+    def once(state: Loads, blocks: list[Piece], v: np.ndarray, m: dict[str, float], delta: float, j0: float,
+             s0: float) -> int:
+        name = blocks[0].table
+        if name not in seen:
+            seen[name] = merge(state, blocks, v, m, delta, j0, s0)
+        return seen[name]
+    return once
 
 
 def _piece_weights(weight: np.ndarray) -> Callable[[Piece], float]:
@@ -896,15 +929,31 @@ def _merge(state: Loads, blocks: list[Piece], v: np.ndarray, m: dict[str, float]
         return _merge_reference(state, blocks, v, m, delta, j0, s0)
     res, tiers, w = state.res, state.tiers, state.L.shape[1]
     gcw, gtw = GROUP[CW], GROUP[TW]
-    sums = state.count.sum(axis=1)
-    sums[gcw] -= len(blocks)
-    sums[gtw] += 1
-    c_after = res.const({STYPES[g] for g in np.flatnonzero(sums > 0)}) + ((state.spread + delta) + 0.0) / w
+    c_after = res.const(_merged_groups(state.count, len(blocks))) + ((state.spread + delta) + 0.0) / w
     return merge_trial(state.L, state.count, res.hold, res.weight, res.s0, res.s1,
                        np.array([state.used[x] for x in tiers]), np.array([state.cap[x] for x in tiers], float), gcw,
                        np.array([q.rank for q in blocks], dtype=np.int64), b.vec,
                        np.array([b.mem.get(x, 0.0) for x in tiers]), gtw, v, np.array([m.get(x, 0.0) for x in tiers]),
                        state.const + delta / w, c_after, j0, s0)
+
+
+def _merged_groups(count: np.ndarray, blocks: int) -> set[ShardingType]:
+    """The groups present once a column-wise table's `blocks` are off and one table-wise piece is on, in ascending
+    group order (the set `_refresh_const` builds), from the holders per group as Python ints (issue 16: the same
+    set, built in the same order, as `_merged_groups_reference` with three numpy calls fewer, once per merge trial;
+    tests check the two agree)."""
+    sums = count.sum(axis=1).tolist()
+    sums[GROUP[CW]] -= blocks
+    sums[GROUP[TW]] += 1
+    return {STYPES[g] for g, n in enumerate(sums) if n > 0}
+
+
+def _merged_groups_reference(count: np.ndarray, blocks: int) -> set[ShardingType]:
+    """`_merged_groups` in numpy (the form `_merge` had)."""
+    sums = count.sum(axis=1)
+    sums[GROUP[CW]] -= blocks
+    sums[GROUP[TW]] += 1
+    return {STYPES[g] for g in np.flatnonzero(sums > 0)}
 
 
 def _merge_reference(state: Loads, blocks: list[Piece], v: np.ndarray, m: dict[str, float], delta: float,

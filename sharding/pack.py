@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from functools import partial
 from itertools import compress
-from operator import attrgetter, itemgetter
+from operator import itemgetter
 
 import numpy as np
 
@@ -573,7 +574,6 @@ def repolish(builder: Builder, plan: ShardingPlan) -> ShardingPlan:
 Shard = Callable[[TableSpec, ShardingType, int, int], tuple[np.ndarray, dict[str, float]]]
 Spread = Callable[[TableSpec, ShardingType, int], float]  # `Builder.spread`
 Layout = dict[str, tuple[ShardingType, list[int]]]
-_VEC, _MEM = attrgetter("vec"), attrgetter("mem")
 Merge = Callable[[Loads, list[Piece], np.ndarray, dict[str, float], float, float, float], int]  # `_merge`
 
 
@@ -905,7 +905,7 @@ def retype(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, 
         return spread(t, st, k) if spread else 0.0
 
     cuts = cuts or _cuts_memo(state.topology, shard, spread)
-    merge = merge or _merge
+    merge = merge or partial(_merge, rows=_TierRows(state))  # the arrays `_merge` passes, kept for this call
     if state.L.shape[1] < 2:
         return pieces
     heavy = _piece_weights(state.res.weight)
@@ -986,24 +986,43 @@ def _piece_weights(weight: np.ndarray) -> Callable[[Piece], float]:
     return key
 
 
+class _TierRows:
+    """What `_merge` passes `merge_trial` of a state's capacities and of a shard's bytes (a dict by tier): as arrays
+    over the tiers, the capacities once and each dict's row once, for one `retype` call (issue 16: three small arrays
+    built on every merge trial, f88: 339 a call). A row is kept with its dict, so no other dict can take its identity
+    while this lives; the shard dicts are never changed in place, and the kernel only reads the arrays."""
+
+    def __init__(self, state: Loads) -> None:
+        self.tiers = state.tiers
+        self.cap = np.array([state.cap[x] for x in state.tiers], float)
+        self._seen: dict[int, tuple[dict[str, float], np.ndarray]] = {}
+
+    def row(self, m: dict[str, float]) -> np.ndarray:
+        got = self._seen.get(id(m))
+        if got is None or got[0] is not m:
+            got = self._seen[id(m)] = (m, np.array([m.get(x, 0.0) for x in self.tiers]))
+        return got[1]
+
+
 def _merge(state: Loads, blocks: list[Piece], v: np.ndarray, m: dict[str, float], delta: float, j0: float,
-           s0: float) -> int:
+           s0: float, rows: _TierRows | None = None) -> int:
     """`retype`'s merge trial in one compiled call (`retype_kernel.merge_trial`) on copies of the loads: the
     column-wise `blocks` off, `Loads.spread` changed by `delta`, one table-wise piece (v, m) on its best rank;
     that rank if (J, secondary) then beats (j0, s0), else −1. The fixed costs are `Loads.respread`'s and
     `_refresh_const`'s, from the same sets of groups. Blocks of one size (as every packing cuts them) in the
-    kernel; others in `_merge_reference` (the same answer)."""
+    kernel; others in `_merge_reference` (the same answer). `rows`: the arrays of capacities and bytes kept for
+    one `retype` call (None: built here)."""
     b = blocks[0]
-    if len(set(map(id, map(_VEC, blocks)))) > 1 or len(set(map(id, map(_MEM, blocks)))) > 1:
-        return _merge_reference(state, blocks, v, m, delta, j0, s0)
-    res, tiers, w = state.res, state.tiers, state.L.shape[1]
-    gcw, gtw = GROUP[CW], GROUP[TW]
+    for q in blocks:
+        if q.vec is not b.vec or q.mem is not b.mem:
+            return _merge_reference(state, blocks, v, m, delta, j0, s0)
+    res, w = state.res, state.L.shape[1]
+    rows = rows or _TierRows(state)
     c_after = res.const_mask(_merged_mask(state.count, len(blocks))) + ((state.spread + delta) + 0.0) / w
     return merge_trial(state.L, state.count, res.hold, res.weight, res.s0, res.s1,
-                       np.array([state.used[x] for x in tiers]), np.array([state.cap[x] for x in tiers], float), gcw,
-                       np.array([q.rank for q in blocks], dtype=np.int64), b.vec,
-                       np.array([b.mem.get(x, 0.0) for x in tiers]), gtw, v, np.array([m.get(x, 0.0) for x in tiers]),
-                       state.const + delta / w, c_after, j0, s0)
+                       np.array([state.used[x] for x in state.tiers]), rows.cap, GROUP[CW],
+                       np.array([q.rank for q in blocks], dtype=np.int64), b.vec, rows.row(b.mem), GROUP[TW], v,
+                       rows.row(m), state.const + delta / w, c_after, j0, s0)
 
 
 def _merged_mask(count: np.ndarray, blocks: int) -> int:

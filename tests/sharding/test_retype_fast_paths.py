@@ -312,3 +312,46 @@ def test_try_split_picks_as_with_sets_of_groups() -> None:
                     absent.add(got[1])  # a type picked while its group was absent, with fixed costs
             pack._restore(state, snap)
     assert kinds == {None, pack.CW, pack.DP, pack.TWRW} and absent >= {pack.TWRW}
+
+
+def test_merge_with_its_arrays_kept_per_call_answers_as_built_per_trial() -> None:
+    """`_merge` with one `_TierRows` for many trials (capacities once, each bytes dict's row once) gives the rank
+    (or −1) of `_merge` building them per trial and of `_merge_reference`, for every column-wise table of some
+    packings, as is and against a target every fitting merge beats; the kept rows are the rows built per trial."""
+    seen, kept = set(), 0
+    for b, fresh in _both_states(SEEDS[:5]):
+        state, pieces, _ = fresh()
+        rows = pack._TierRows(state)
+        assert rows.cap.tobytes() == np.array([state.cap[x] for x in state.tiers], float).tobytes()
+        j0, s0 = state.objective()
+        for name in sorted({p.table for p in pieces if p.st == pack.CW}):
+            t = b.cost.tables[name]
+            blocks = [p for p in pieces if p.table == name]
+            v, m = b.shard(t, TW, t.rows, t.dim)
+            delta = b.spread(t, TW, 1) - b.spread(t, pack.CW, len(blocks))
+            for jj, ss in ((j0, s0), (j0 * 2, s0 * 2)):
+                r = pack._merge(state, blocks, v, m, delta, jj, ss, rows)
+                assert r == pack._merge(state, blocks, v, m, delta, jj, ss)
+                assert r == pack._merge_reference(state, blocks, v, m, delta, jj, ss)
+                seen.add(r >= 0)
+            for d in (m, blocks[0].mem):
+                got = rows.row(d)
+                assert got is rows.row(d) and got.tobytes() == np.array([d.get(x, 0.0) for x in state.tiers]).tobytes()
+                kept += 1
+    assert seen == {True, False} and kept > 20
+
+
+def test_retype_with_its_merge_arrays_kept_retypes_as_the_numpy_merge() -> None:
+    """`retype` with its default merge trial (`_merge` with `_TierRows` kept for the call) and with
+    `_merge_reference`: the same loads, layout and pieces, bit for bit; some tables change type."""
+    changed = 0
+    for b, fresh in _both_states(SEEDS[:5]):
+        (sa, pa, la), (sr, pr, lr) = fresh(), fresh()
+        pack.local_search(sa, pa, 50)
+        pack.local_search(sr, pr, 50)
+        got = pack.retype(sa, pa, la, b.cost.tables, b.shard, 8, b.spread, cuts=b.cuts)
+        want = pack.retype(sr, pr, lr, b.cost.tables, b.shard, 8, b.spread, pack._merge_reference, cuts=b.cuts)
+        assert _same_loads(sa, sr) and la == lr
+        assert [(p.table, p.st, p.rank) for p in got] == [(p.table, p.st, p.rank) for p in want]
+        changed += la != fresh()[2]
+    assert changed > 3

@@ -935,8 +935,7 @@ def retype(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, 
                     _restore(state, snap)
                 elif p.st == CW:
                     blocks = [q for q in pieces if q.table == p.table]
-                    delta = sp(t, TW, 1) - sp(t, CW, len(blocks))
-                    v, m = shard(t, TW, t.rows, t.dim)
+                    delta, v, m = _merged_shard(cuts(t), len(blocks), sp)
                     r = trial(state, blocks, v, m, delta, j0, s0)
                     if r >= 0:  # the trial's change, made on the loads as the numpy form makes it
                         for q in blocks:
@@ -953,6 +952,23 @@ def retype(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, 
         if not done:
             break
     return _unreplicate(state, pieces, layout, tables, shard, rounds * HOT_TABLES, sp, cuts)
+
+
+def _merged_shard(c: Cuts, blocks: int, sp: Callable[[TableSpec, ShardingType, int], float],
+                  ) -> tuple[float, np.ndarray, dict[str, float]]:
+    """A column-wise table of `blocks` blocks merged into one table-wise shard: (the change of `Loads.spread`, the
+    shard's vector, its bytes), the shard and its spread from the table's `Cuts` (issue 16: `retype` asked
+    `shard` and `sp` for them on every merge trial; tests check `_merged_shard_reference`)."""
+    v, m = c.tw
+    return c.sp_tw - sp(c.t, CW, blocks), v, m
+
+
+def _merged_shard_reference(t: TableSpec, blocks: int, shard: Shard,
+                            sp: Callable[[TableSpec, ShardingType, int], float],
+                            ) -> tuple[float, np.ndarray, dict[str, float]]:
+    """`_merged_shard` asked of `shard` and `sp` (the form `retype` had)."""
+    v, m = shard(t, TW, t.rows, t.dim)
+    return sp(t, TW, 1) - sp(t, CW, blocks), v, m
 
 
 def _round_memo(merge: Merge) -> Merge:

@@ -23,11 +23,12 @@ _STAGES = ("input_dist", "lookup", "output_dist", "output_dist_bwd", "lookup_bwd
 
 
 def _overhead_states(seeds: tuple[int, ...]):  # noqa: ANN202
-    """`_placed_states` on the instances' topologies with a distinct fixed cost per sharding group (stage overheads):
-    on the family's own topologies every group's fixed cost is 0, so a wrong set of groups would price the same."""
+    """`_placed_states` on the instances' topologies with a distinct fixed cost per sharding group (stage overheads)
+    and all-to-alls priced by the mean (CPU ranks): on the family's own topologies every group's fixed cost and
+    every spread is 0, so a wrong set of groups or spread would price the same."""
     for seed in seeds:
         inst = instance(seed)
-        topo = replace(inst.topology.reserve_inputs(inst.workload.ids_per_batch), stage_overhead={
+        topo = replace(inst.topology.reserve_inputs(inst.workload.ids_per_batch), device="cpu", stage_overhead={
             g: {s: 1e-5 * (1 + 3 * i + j) for j, s in enumerate(_STAGES)}
             for i, g in enumerate(("base", "TW", "CW", "RW", "TWRW", "DP"))})
         cost, trec = CostModel(inst.workload, topo), TorchRecCostModel(inst.workload, topo)
@@ -355,3 +356,21 @@ def test_retype_with_its_merge_arrays_kept_retypes_as_the_numpy_merge() -> None:
         assert [(p.table, p.st, p.rank) for p in got] == [(p.table, p.st, p.rank) for p in want]
         changed += la != fresh()[2]
     assert changed > 3
+
+
+def test_the_merged_shard_from_the_cuts_is_what_retype_asked_for() -> None:
+    """`_merged_shard` (the table-wise shard and spread from the table's `Cuts`) gives `_merged_shard_reference`'s
+    (asked of `shard` and `sp`): the same vector and bytes objects and the spread change's bits, for every table of
+    some packings and 1, 2, 4, 8 blocks, with the builder's `Cuts` (shared across scales) and `retype`'s own
+    (`_cuts_memo`), with and without spreads."""
+    checked = 0
+    for b, _ in _both_states(SEEDS[:4]):
+        own = pack._cuts_memo(b.topo, b.shard, b.spread)
+        for t in b.cost.workload.tables:
+            for n in (1, 2, 4, 8):
+                for cuts, sp in ((b.cuts, b.spread), (own, b.spread), (pack._cuts_memo(b.topo, b.shard, None),
+                                                                      lambda t, st, k: 0.0)):
+                    got, want = pack._merged_shard(cuts(t), n, sp), pack._merged_shard_reference(t, n, b.shard, sp)
+                    assert got[0] == want[0] and got[1] is want[1] and got[2] is want[2]
+                    checked += got[0] != 0.0
+    assert checked > 100

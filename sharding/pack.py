@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from functools import partial
 from itertools import compress
-from operator import attrgetter, itemgetter
+from operator import itemgetter
 
 import numpy as np
 
@@ -573,7 +574,6 @@ def repolish(builder: Builder, plan: ShardingPlan) -> ShardingPlan:
 Shard = Callable[[TableSpec, ShardingType, int, int], tuple[np.ndarray, dict[str, float]]]
 Spread = Callable[[TableSpec, ShardingType, int], float]  # `Builder.spread`
 Layout = dict[str, tuple[ShardingType, list[int]]]
-_VEC, _MEM = attrgetter("vec"), attrgetter("mem")
 Merge = Callable[[Loads, list[Piece], np.ndarray, dict[str, float], float, float, float], int]  # `_merge`
 
 
@@ -666,7 +666,37 @@ def copy_placed(state: Loads, pieces: list[Piece], layout: Layout) -> tuple[Load
 
 
 def _refresh_const(state: Loads) -> None:
+    """`Loads.const` of the groups with a holder, from their bitmask (issue 16: a set of numpy ints built, sorted and
+    hashed per call; `Resources.const_mask` gives the float of that set; tests check `_refresh_const_reference`)."""
+    state.const = state.const_with_mask(_mask(state.count.sum(axis=1).tolist()))
+
+
+def _refresh_const_reference(state: Loads) -> None:
+    """`_refresh_const` from the set of groups (the form it had)."""
     state.const = state.const_with({STYPES[g] for g in np.flatnonzero(state.count.sum(axis=1) > 0)})
+
+
+_BIT = {st: 1 << g for st, g in GROUP.items()}  # a group's bit in `_mask`'s masks
+
+
+def _mask(sums: list[int]) -> int:
+    """The groups with a holder as a bitmask (bit g: `STYPES[g]`), from the holders per group as Python ints."""
+    mask = 0
+    for g, n in enumerate(sums):
+        if n > 0:
+            mask |= 1 << g
+    return mask
+
+
+def _groups(mask: int) -> set[ShardingType]:
+    """The set of groups in `mask` (for the reference paths, which price sets)."""
+    return {st for g, st in enumerate(STYPES) if mask >> g & 1}
+
+
+def _fits_everywhere(state: Loads, m: dict[str, float]) -> bool:
+    """`state.fits(m).all()` from each tier's largest use: float addition is monotone, so every rank's use + b fits
+    iff the largest's does (issue 16: one numpy call a tier instead of an array per tier and an `all`)."""
+    return all(state.used[x].max() + b <= state.cap[x] * (1 + 1e-12) for x, b in m.items() if b > 0)
 
 
 def _place_new(state: Loads, st: ShardingType, v: np.ndarray, m: dict[str, float], k: int) -> list[int] | None:
@@ -694,6 +724,43 @@ def _try_split(state: Loads, c: Cuts, j0: float = np.inf,
     topo = state.topology
     t, w, h = c.t, topo.world_size, min(topo.ranks_per_host, topo.world_size)
     best: tuple | None = None
+    pmask = _mask(state.count.sum(axis=1).tolist())  # the groups present (`_mask`; issue 16: not a set per trial)
+    maxima = state.L.max(axis=1)
+    msum, top = float(maxima[:-1].sum(axis=0)), float(maxima[-1])  # `_j_bound`'s sums, taken once
+    was = c.sp_tw
+
+    def hopeless(st: ShardingType, more: float) -> bool:  # more: the re-cut's all-to-all seconds by the mean, less TW's
+        return _j_bound(state.res, msum, top, state.const_with_mask(pmask | _BIT[st], more)) > j0 * (1 + _TOL) + _TOL
+
+    cw = c.column()
+    if cw and not hopeless(CW, min((sp - was for *_, sp in cw))):  # each re-cut into k blocks placed
+        best = _best_cut(state, t.name, cw, was, pmask, j0,  # in one compiled call on copies of the loads
+                         c.column_arrays())
+    v, m = c.dp
+    if c.dp_fast and _fits_everywhere(state, m) and not hopeless(DP, c.sp_dp - was):
+        # the score once a replica is on every rank (DP present), as `put_ranks` sums it and `_refresh_const`
+        # prices it, in one compiled call (`_dp_score_reference`)
+        const = state.res.const_mask(pmask | _BIT[DP]) + ((state.spread + (c.sp_dp - was)) + 0.0) / w
+        res = state.res
+        j, s = replicas_score(state.L, state.count, res.hold, res.s0, res.s1, GROUP[DP], v, const)
+        if best is None or (j, s) < best[0]:
+            best = ((j, s), DP, list(range(w)), [])
+    if c.twrw and not hopeless(TWRW, c.sp_twrw - was):
+        ok, j, s = state.host_scores_arrays(STYPES.index(TWRW), c.twrw_vecs, c.twrw_bytes,
+                                            state.const_with_mask(pmask | _BIT[TWRW], c.sp_twrw - was))
+        host = lexmin_host(ok, j, s)  # `_lexmin`, compiled
+        if host >= 0 and (best is None or (float(j[host]), float(s[host])) < best[0]):
+            best = ((float(j[host]), float(s[host])), TWRW, list(range(host * h, host * h + h)), [])
+    return best
+
+
+def _try_split_reference(state: Loads, c: Cuts, j0: float = np.inf,
+                         ) -> tuple[tuple[float, float], ShardingType, list[int], list[Piece]] | None:
+    """`_try_split` with sets of groups, priced per call, and `fits(m).all()` (the form it had; tests check the two
+    agree); its column-wise re-cuts by `_best_cut_reference`."""
+    topo = state.topology
+    t, w, h = c.t, topo.world_size, min(topo.ranks_per_host, topo.world_size)
+    best: tuple | None = None
     sums = state.count.sum(axis=1)
     present = {STYPES[g] for g in np.flatnonzero(sums > 0)}
     maxima = state.L.max(axis=1)
@@ -705,8 +772,7 @@ def _try_split(state: Loads, c: Cuts, j0: float = np.inf,
 
     cw = c.column()
     if cw and not hopeless(CW, min((sp - was for *_, sp in cw))):  # each re-cut into k blocks placed
-        best = _best_cut(state, t.name, cw, was, sums, present, j0,  # in one compiled call on copies of the loads
-                         c.column_arrays())
+        best = _best_cut_reference(state, t.name, cw, was, sum(_BIT[st] for st in present), j0)
     v, m = c.dp
     if c.dp_fast and state.fits(m).all() and not hopeless(DP, c.sp_dp - was):
         dsums = sums.copy()  # the score once a replica is on every rank, as `put_ranks` sums it
@@ -726,39 +792,42 @@ def _try_split(state: Loads, c: Cuts, j0: float = np.inf,
     return best
 
 
-def _cut_args(state: Loads, sums: np.ndarray, present: set[ShardingType]) -> tuple:
-    """What `_best_cut` and `_best_cut_reference` share: (group of CW, the groups once CW is present, bytes used
-    (tiers, W), capacities per tier)."""
-    gcw = STYPES.index(CW)
-    groups = {STYPES[g] for g in np.flatnonzero((sums > 0) | (np.arange(len(STYPES)) == gcw))}
-    used = np.stack([state.used[x] for x in state.tiers])
-    return gcw, groups, used, np.array([state.cap[x] for x in state.tiers], dtype=np.float64)
+
+def _cut_args(state: Loads, pmask: int) -> tuple:
+    """What `_best_cut` and `_best_cut_reference` share: (group of CW, the groups once CW is present as a mask, bytes
+    used (tiers, W), capacities per tier)."""
+    used = np.array([state.used[x] for x in state.tiers])  # `np.stack`'s array, one call
+    return GROUP[CW], pmask | _BIT[CW], used, np.array([state.cap[x] for x in state.tiers], dtype=np.float64)
 
 
-def _best_cut(state: Loads, name: str, cw: list[tuple], was: float, sums: np.ndarray, present: set[ShardingType],
-              j0: float, arrays: tuple | None = None) -> tuple | None:
+def _best_cut(state: Loads, name: str, cw: list[tuple], was: float, pmask: int, j0: float,
+              arrays: tuple | None = None) -> tuple | None:
     """`_try_split`'s best column-wise re-cut of table `name` (`cw`: `Cuts.column`; `was`: its table-wise spread),
     as `_try_split` keeps it, or None if none fits: every re-cut placed by `place_cut` in one compiled call
     (`retype_kernel.best_cut`; issue 16: the Python loop around `place_cut` was the largest part of `retype` on
     f88). The fixed costs are `Loads.const_with`'s sums and the pick `_best_cut_reference`'s tuple comparison, so
-    the same re-cut, ranks and (J, secondary) bits (tests check the two agree). `arrays`: `cw` stacked
-    (`Cuts.column_arrays`, made once per table; None: stacked here)."""
-    gcw, groups, used, cap = _cut_args(state, sums, present)
+    the same re-cut, ranks and (J, secondary) bits (tests check the two agree). `pmask`: the groups present
+    (`_mask`). `arrays`: `cw` stacked (`Cuts.column_arrays`, made once per table; None: stacked here)."""
+    gcw, gmask, used, cap = _cut_args(state, pmask)
     res, w = state.res, state.topology.world_size
     sps, vecs, mems, ks = arrays if arrays is not None else Cuts.stack_column(cw)
+    c = res.const_mask(gmask)  # the groups present with CW: both fixed costs `best_cut` takes
     i, ranks, j, s = best_cut(state.L, state.count, res.hold, res.weight, res.s0, res.s1, state.const, w,
-                              state.spread, res.const(present | {CW}), res.const(groups), float(was), sps, gcw, vecs,
-                              mems, used, cap, ks, float(j0))
+                              state.spread, c, c, float(was), sps, gcw, vecs, mems, used, cap, ks, float(j0))
     if i < 0:
         return None
     _, v, m, _, _ = cw[i]
     return (j, s), CW, ranks.tolist(), [Piece(name, CW, v, m, r) for r in ranks.tolist()]
 
 
-def _best_cut_reference(state: Loads, name: str, cw: list[tuple], was: float, sums: np.ndarray,
-                        present: set[ShardingType], j0: float, arrays: tuple | None = None) -> tuple | None:
-    """`_best_cut` as a Python loop over `place_cut` (the loop `_try_split` had); `arrays` is not read."""
-    gcw, groups, used, cap = _cut_args(state, sums, present)
+def _best_cut_reference(state: Loads, name: str, cw: list[tuple], was: float, pmask: int, j0: float,
+                        arrays: tuple | None = None) -> tuple | None:
+    """`_best_cut` as a Python loop over `place_cut` (the loop `_try_split` had), pricing sets of groups; `arrays`
+    is not read."""
+    present = {STYPES[g] for g in np.flatnonzero(state.count.sum(axis=1) > 0)}
+    assert pmask == sum(_BIT[st] for st in present)
+    gcw, _, used, cap = _cut_args(state, pmask)
+    groups = {STYPES[g] for g in np.flatnonzero((state.count.sum(axis=1) > 0) | (np.arange(len(STYPES)) == gcw))}
     res, w, best = state.res, state.topology.world_size, None
     for k, v, m, mb, sp in cw:
         d = sp - was  # J of the first block on its best rank (`cw_const`) bounds the re-cut's J
@@ -836,7 +905,7 @@ def retype(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, 
         return spread(t, st, k) if spread else 0.0
 
     cuts = cuts or _cuts_memo(state.topology, shard, spread)
-    merge = merge or _merge
+    merge = merge or partial(_merge, rows=_TierRows(state))  # the arrays `_merge` passes, kept for this call
     if state.L.shape[1] < 2:
         return pieces
     heavy = _piece_weights(state.res.weight)
@@ -866,8 +935,7 @@ def retype(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, 
                     _restore(state, snap)
                 elif p.st == CW:
                     blocks = [q for q in pieces if q.table == p.table]
-                    delta = sp(t, TW, 1) - sp(t, CW, len(blocks))
-                    v, m = shard(t, TW, t.rows, t.dim)
+                    delta, v, m = _merged_shard(cuts(t), len(blocks), sp)
                     r = trial(state, blocks, v, m, delta, j0, s0)
                     if r >= 0:  # the trial's change, made on the loads as the numpy form makes it
                         for q in blocks:
@@ -884,6 +952,23 @@ def retype(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, 
         if not done:
             break
     return _unreplicate(state, pieces, layout, tables, shard, rounds * HOT_TABLES, sp, cuts)
+
+
+def _merged_shard(c: Cuts, blocks: int, sp: Callable[[TableSpec, ShardingType, int], float],
+                  ) -> tuple[float, np.ndarray, dict[str, float]]:
+    """A column-wise table of `blocks` blocks merged into one table-wise shard: (the change of `Loads.spread`, the
+    shard's vector, its bytes), the shard and its spread from the table's `Cuts` (issue 16: `retype` asked
+    `shard` and `sp` for them on every merge trial; tests check `_merged_shard_reference`)."""
+    v, m = c.tw
+    return c.sp_tw - sp(c.t, CW, blocks), v, m
+
+
+def _merged_shard_reference(t: TableSpec, blocks: int, shard: Shard,
+                            sp: Callable[[TableSpec, ShardingType, int], float],
+                            ) -> tuple[float, np.ndarray, dict[str, float]]:
+    """`_merged_shard` asked of `shard` and `sp` (the form `retype` had)."""
+    v, m = shard(t, TW, t.rows, t.dim)
+    return sp(t, TW, 1) - sp(t, CW, blocks), v, m
 
 
 def _round_memo(merge: Merge) -> Merge:
@@ -917,39 +1002,57 @@ def _piece_weights(weight: np.ndarray) -> Callable[[Piece], float]:
     return key
 
 
+class _TierRows:
+    """What `_merge` passes `merge_trial` of a state's capacities and of a shard's bytes (a dict by tier): as arrays
+    over the tiers, the capacities once and each dict's row once, for one `retype` call (issue 16: three small arrays
+    built on every merge trial, f88: 339 a call). A row is kept with its dict, so no other dict can take its identity
+    while this lives; the shard dicts are never changed in place, and the kernel only reads the arrays."""
+
+    def __init__(self, state: Loads) -> None:
+        self.tiers = state.tiers
+        self.cap = np.array([state.cap[x] for x in state.tiers], float)
+        self._seen: dict[int, tuple[dict[str, float], np.ndarray]] = {}
+
+    def row(self, m: dict[str, float]) -> np.ndarray:
+        got = self._seen.get(id(m))
+        if got is None or got[0] is not m:
+            got = self._seen[id(m)] = (m, np.array([m.get(x, 0.0) for x in self.tiers]))
+        return got[1]
+
+
 def _merge(state: Loads, blocks: list[Piece], v: np.ndarray, m: dict[str, float], delta: float, j0: float,
-           s0: float) -> int:
+           s0: float, rows: _TierRows | None = None) -> int:
     """`retype`'s merge trial in one compiled call (`retype_kernel.merge_trial`) on copies of the loads: the
     column-wise `blocks` off, `Loads.spread` changed by `delta`, one table-wise piece (v, m) on its best rank;
     that rank if (J, secondary) then beats (j0, s0), else −1. The fixed costs are `Loads.respread`'s and
     `_refresh_const`'s, from the same sets of groups. Blocks of one size (as every packing cuts them) in the
-    kernel; others in `_merge_reference` (the same answer)."""
+    kernel; others in `_merge_reference` (the same answer). `rows`: the arrays of capacities and bytes kept for
+    one `retype` call (None: built here)."""
     b = blocks[0]
-    if len(set(map(id, map(_VEC, blocks)))) > 1 or len(set(map(id, map(_MEM, blocks)))) > 1:
-        return _merge_reference(state, blocks, v, m, delta, j0, s0)
-    res, tiers, w = state.res, state.tiers, state.L.shape[1]
-    gcw, gtw = GROUP[CW], GROUP[TW]
-    c_after = res.const(_merged_groups(state.count, len(blocks))) + ((state.spread + delta) + 0.0) / w
+    for q in blocks:
+        if q.vec is not b.vec or q.mem is not b.mem:
+            return _merge_reference(state, blocks, v, m, delta, j0, s0)
+    res, w = state.res, state.L.shape[1]
+    rows = rows or _TierRows(state)
+    c_after = res.const_mask(_merged_mask(state.count, len(blocks))) + ((state.spread + delta) + 0.0) / w
     return merge_trial(state.L, state.count, res.hold, res.weight, res.s0, res.s1,
-                       np.array([state.used[x] for x in tiers]), np.array([state.cap[x] for x in tiers], float), gcw,
-                       np.array([q.rank for q in blocks], dtype=np.int64), b.vec,
-                       np.array([b.mem.get(x, 0.0) for x in tiers]), gtw, v, np.array([m.get(x, 0.0) for x in tiers]),
-                       state.const + delta / w, c_after, j0, s0)
+                       np.array([state.used[x] for x in state.tiers]), rows.cap, GROUP[CW],
+                       np.array([q.rank for q in blocks], dtype=np.int64), b.vec, rows.row(b.mem), GROUP[TW], v,
+                       rows.row(m), state.const + delta / w, c_after, j0, s0)
 
 
-def _merged_groups(count: np.ndarray, blocks: int) -> set[ShardingType]:
-    """The groups present once a column-wise table's `blocks` are off and one table-wise piece is on, in ascending
-    group order (the set `_refresh_const` builds), from the holders per group as Python ints (issue 16: the same
-    set, built in the same order, as `_merged_groups_reference` with three numpy calls fewer, once per merge trial;
-    tests check the two agree)."""
+def _merged_mask(count: np.ndarray, blocks: int) -> int:
+    """The groups present once a column-wise table's `blocks` are off and one table-wise piece is on, as a bitmask
+    (`_mask`), from the holders per group as Python ints (issue 16: three numpy calls fewer than
+    `_merged_groups_reference`, and no set to build and sort, once per merge trial; tests check the two agree)."""
     sums = count.sum(axis=1).tolist()
     sums[GROUP[CW]] -= blocks
     sums[GROUP[TW]] += 1
-    return {STYPES[g] for g, n in enumerate(sums) if n > 0}
+    return _mask(sums)
 
 
 def _merged_groups_reference(count: np.ndarray, blocks: int) -> set[ShardingType]:
-    """`_merged_groups` in numpy (the form `_merge` had)."""
+    """`_merged_mask` as a set, in numpy (the form `_merge` had)."""
     sums = count.sum(axis=1)
     sums[GROUP[CW]] -= blocks
     sums[GROUP[TW]] += 1

@@ -61,6 +61,7 @@ class Resources:
         self._memo: dict[tuple, tuple[np.ndarray, dict[str, float]]] = {} if share is None else share._memo
         self._spread: dict[tuple, float] = {} if share is None else share._spread  # `spread`, by `_memo`'s keys
         self._consts: dict[tuple, float] = {} if share is None else share._consts
+        self._mask_consts: list[float | None] = [None] * (1 << len(STYPES))  # `const_mask`, by mask
         self.table_plans: dict[tuple, TablePlan] = {} if share is None else share.table_plans  # immutable: shared
         self.raw_options: dict[tuple, list] = {} if share is None else share.raw_options  # `pack.Builder._priced`
         self.groups: dict[tuple, tuple] = {} if share is None else share.groups  # `pack.Builder._group`
@@ -76,6 +77,14 @@ class Resources:
             lat, work = self.cost._fixed({g: set() for g in key}, self.w)
             self._consts[key] = float(lat + work[:, 0].sum())
         return self._consts[key]
+
+    def const_mask(self, mask: int) -> float:
+        """`const` of the groups in `mask` (bit g: `STYPES[g]`), kept per mask in a list of 2^groups entries: the float
+        `const` returns for that set (issue 16: `pack.retype` built, sorted and hashed a set of groups per trial)."""
+        got = self._mask_consts[mask]
+        if got is None:
+            got = self._mask_consts[mask] = self.const({st for g, st in enumerate(STYPES) if mask >> g & 1})
+        return got
 
     def shard(self, t: TableSpec, st: ShardingType, rows: int, cols: int, tier: str, cf: float,
               ) -> tuple[np.ndarray, dict[str, float]]:
@@ -199,6 +208,11 @@ class Loads(Bins):
         """The step's fixed seconds with these groups present and the layout's all-to-alls priced by the mean
         (`spread` more seconds of them): `Resources.const` + their mean over ranks."""
         return self.res.const(groups) + (self.spread + spread) / self.L.shape[1]
+
+    def const_with_mask(self, mask: int, spread: float = 0.0) -> float:
+        """`const_with` of the groups in `mask` (bit g: `STYPES[g]`, `Resources.const_mask`): the same float, without
+        a set per call (issue 16: `pack.retype`'s trials)."""
+        return self.res.const_mask(mask) + (self.spread + spread) / self.L.shape[1]
 
     def respread(self, delta: float) -> None:
         """The layout's `spread` changes by `delta` (a table changes type): so does `const`."""

@@ -989,7 +989,6 @@ def _unreplicate(state: Loads, pieces: list[Piece], layout: Layout, tables: dict
     if dp:  # largest replica first: each row summed as numpy sums one vector, the sort stable
         key = (-(np.array([rep[n][0] for n in dp]) * state.res.weight).sum(axis=1)).tolist()
         dp = [dp[i] for i in sorted(range(len(dp)), key=key.__getitem__)]
-    _refresh_const(state)
     res, topo, tiers = state.res, state.topology, state.tiers
     h = min(topo.ranks_per_host, w)
     rowwise = h > 1 and topo.num_hosts > 1
@@ -1000,6 +999,8 @@ def _unreplicate(state: Loads, pieces: list[Piece], layout: Layout, tables: dict
 
     def const(idx: list[int], sp: float) -> float:  # `Loads.const_with` of the set `_refresh_const` builds
         return res.const({STYPES[g] for g in idx}) + (sp + 0.0) / w
+
+    state.const = const([g for g, n in enumerate(sums) if n > 0], state.spread)  # `_refresh_const`
 
     for name in dp[:trials]:
         t, (v, m) = tables[name], rep[name]
@@ -1023,11 +1024,32 @@ def _unreplicate(state: Loads, pieces: list[Piece], layout: Layout, tables: dict
         state.take_ranks(slice(0, w), DP, v, m)  # the change the trial found, applied as the numpy form applies it
         state.spread -= c.sp_dp
         st, ranks = (TWRW, list(range(where * h, where * h + h))) if code == 0 else (TW, [where])
-        _apply(state, shard, t, st, ranks, spread(t, st, len(ranks)))
+        sums = _put_cut(state, c, st, where * h if code == 0 else where, spread(t, st, len(ranks)))
+        state.const = const([g for g, n in enumerate(sums) if n > 0], state.spread)  # `_refresh_const`'s
         layout[name] = (st, [] if st in (TW, CW) else ranks)
         pieces = pieces + ([Piece(t.name, TW, tv, tm, where)] if st == TW else [])  # a new list: `finish` reads it
-        sums = state.count.sum(axis=1).tolist()
     return pieces
+
+
+def _put_cut(state: Loads, c: Cuts, st: ShardingType, first: int, spread: float) -> list[int]:
+    """`_apply` of `_unreplicate`'s change, table-wise on rank `first` or table-row-wise on the host from rank
+    `first`, but for `_refresh_const`: the holders per group, as Python ints, are returned for it (issue 16: f74's
+    `_unreplicate` spent half its time in `_apply`'s h `put`s and its `shard` look-ups). The table-row-wise
+    group goes on in three numpy steps with `Cuts`' shards (`_apply`'s, in `row_ranges`' order): the holder
+    overheads on the ranks that held none of the group, then the vectors, then the bytes (+0.0 where a shard has
+    none of a tier), the same additions `put` makes rank by rank (tests check the two agree)."""
+    if st == TW:
+        state.put(first, TW, *c.tw)
+    else:
+        g, ranks = GROUP[TWRW], slice(first, first + len(c.twrw))
+        new = first + np.flatnonzero(state.count[g, ranks] == 0)
+        state.L[:, new] += state.res.hold[g][:, None]
+        state.L[:, ranks] += c.twrw_vecs.T
+        state.count[g, ranks] += 1
+        for i, x in enumerate(state.tiers):
+            state.used[x][ranks] += c.twrw_bytes[:, i]
+    state.spread += spread
+    return state.count.sum(axis=1).tolist()
 
 
 def _unreplicate_reference(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, TableSpec],

@@ -366,3 +366,31 @@ def test_table_plans_keyed_by_all_ranks_are_the_plans_of_those_ranks() -> None:
                 assert got[t.name].alike() == want.alike()
             first = first or got
         assert all(got[n] is first[n] for n in names)  # the last layout is the first again: the memo's objects
+
+
+def test_unreplicate_puts_a_cut_as_apply_puts_it() -> None:
+    """`_put_cut` (`_unreplicate`'s change: the table's `Cuts` shards table-wise on a rank, or table-row-wise on a
+    host in three numpy steps) leaves the loads, holder counts, bytes and spread of `_apply`, bit for bit, and
+    returns the holders per group; tables are put one after another on the same hosts and ranks, so the holder
+    overheads (random ones here: the family's topologies have none) go on ranks that hold the group and on ranks
+    that do not."""
+    import sharding.pack as pack
+    hosts, rng = 0, np.random.default_rng(0)
+    for b, fresh in _placed_states((2, 7, 14, 34)):
+        topo, shape = b.topo, b.res.hold.shape
+        b.res.hold[:] = np.where(rng.random(shape) < 0.5, rng.random(shape) * 1e-3, 0.0)
+        w, h = topo.world_size, min(topo.ranks_per_host, topo.world_size)
+        (sa, _, _), (sr, _, _) = fresh(), fresh()
+        for i, t in enumerate(b.cost.workload.tables[:10]):
+            c = b.cuts(t)
+            kinds = [(TW, i % w)] + ([(TWRW, (i % (w // h)) * h)] if c.twrw else [])
+            for st, first in kinds:
+                ranks = list(range(first, first + h)) if st == TWRW else [first]
+                sp = b.spread(t, st, len(ranks))
+                sums = pack._put_cut(sa, c, st, first, sp)
+                pack._apply(sr, b.shard, t, st, ranks, sp)
+                assert sums == sr.count.sum(axis=1).tolist()
+                pack._refresh_const(sa)
+                assert _same_loads(sa, sr)
+                hosts += st == TWRW
+    assert hosts > 0

@@ -80,8 +80,9 @@ class Builder:
         self.usable = {x.name: self.topo.usable(x.name) for x in self.topo.tiers}  # `Topology.usable`, per tier
         if share is not None and share.res is res and share.tiers is tiers:
             self._options, self._prices, self._groups, self.avg = share._options, share._prices, share._groups, share.avg
-            self._batch = share._batch
+            self._batch, self._blocks = share._batch, share._blocks
             return
+        self._blocks: dict[tuple, list] = {}  # `_fixed_blocks`
         self._options: dict[tuple[str, float, bool], tuple] = {}  # `_feasible`
         self._prices: dict[str, list] = {}
         self._batch: dict[str, object] = {}  # `_price_all`: every table's options as arrays, for `_mask`
@@ -437,14 +438,8 @@ class Builder:
         blocks: list[tuple[int, int, int, np.ndarray, dict[str, float]]] = []  # (group, first rank, ranks, ...)
         for t in self.cost.workload.tables:
             st, k = choice[t.name]
-            if st == DP:
-                blocks.append((STYPES.index(DP), 0, w, *self.shard(t, st, t.rows, t.dim)))
-                layout[t.name] = (st, list(range(w)))
-            elif st == RW:
-                first = 0
-                for rows, n in row_sizes(t.rows, w):  # consecutive blocks: full ones, the tail, empty ones
-                    blocks.append((STYPES.index(RW), first, n, *self.shard(t, st, rows, t.dim)))
-                    first += n
+            if st == DP or st == RW:
+                blocks += self._fixed_blocks(t, st)
                 layout[t.name] = (st, list(range(w)))
             elif st == TWRW:
                 groups.append((*self._group(t, state.tiers), t.name))
@@ -452,34 +447,50 @@ class Builder:
                 v, m = self.shard(t, st, t.rows, t.dim // k)
                 pieces.extend([Piece(t.name, st, v, m) for _ in range(k)])
                 layout[t.name] = (st, [])
+        # bytes used (tiers, W) as the kernels take them, kept by them from here to `place`'s end (issue 16: stacked
+        # from `state.used` and written back three times per placement)
+        used, cap = np.stack([state.used[x] for x in state.tiers]), self._caps(state)
         if blocks:  # `put_all` (DP) and `put_ranks` (RW) in table order, in one compiled call
-            used = np.stack([state.used[x] for x in state.tiers])
-            g = np.array([b[0] for b in blocks], dtype=np.int64)
-            put_blocks(state.L, state.count, self.res.hold, used, g,
-                       np.array([b[1] for b in blocks], dtype=np.int64), np.array([b[2] for b in blocks],
-                                                                                dtype=np.int64),
-                       g == STYPES.index(DP), np.array([b[3] for b in blocks]),
-                       np.array([[b[4].get(x, 0.0) for x in state.tiers] for b in blocks]))
-            for i, x in enumerate(state.tiers):
-                state.used[x][:] = used[i]
-        if any(state.used[k].max() > state.cap[k] for k in state.tiers):
+            g, first, n, vecs, mems = zip(*blocks, strict=True)
+            g = np.array(g, dtype=np.int64)
+            put_blocks(state.L, state.count, self.res.hold, used, g, np.array(first, dtype=np.int64),
+                       np.array(n, dtype=np.int64), g == STYPES.index(DP), np.array(vecs), np.array(mems))
+        if (used.max(axis=1) > cap).any():
             raise NoFit("row-wise and data-parallel shards alone overfill a rank")
         if groups:  # largest first, each on its best host (`_best_host`, then `put`), in one compiled call
             groups.sort(key=lambda g: -g[0])
             res = self.res
-            used = np.stack([state.used[x] for x in state.tiers])
             hosts = np.full(len(groups), -1, dtype=np.int64)
             bad = place_groups(state.L, state.count, res.hold, res.s0, res.s1, state.const, STYPES.index(TWRW),
-                               np.array([g[1] for g in groups]), np.array([g[2] for g in groups]), used,
-                               np.array([state.cap[x] for x in state.tiers], dtype=np.float64), hosts)
-            for i, x in enumerate(state.tiers):
-                state.used[x][:] = used[i]
+                               np.array([g[1] for g in groups]), np.array([g[2] for g in groups]), used, cap, hosts)
             if bad >= 0:
                 raise NoFit(groups[bad][3])
             for (*_, name), best in zip(groups, hosts.tolist(), strict=True):
                 layout[name] = (TWRW, list(range(best * h, best * h + h)))
-        self.place(state, pieces)
+        self.place(state, pieces, used)
         return state, pieces, layout
+
+    @staticmethod
+    def _caps(state: Loads) -> np.ndarray:
+        """Each tier's usable bytes per rank, in `state.tiers`' order, as the kernels take them."""
+        return np.array([state.cap[x] for x in state.tiers], dtype=np.float64)
+
+    def _fixed_blocks(self, t: TableSpec, st: ShardingType) -> list[tuple[int, int, int, np.ndarray, list[float]]]:
+        """Table t data-parallel (one replica on every rank) or row-wise (consecutive blocks: full ones, the tail,
+        empty ones) as `placed` puts it: (group, first rank, ranks, vector, bytes per tier (0.0 where none)) per
+        block, memoised per table, type and tier (issue 16: the same for every packing, but rebuilt on each: f88's
+        35 placements, 16 tables each)."""
+        key = (t.name, st, *self.tiers[t.name])
+        got = self._blocks.get(key)
+        if got is None:
+            tiers, w = [x.name for x in self.topo.tiers], self.topo.world_size
+            sizes, first, got = [(t.rows, w)] if st == DP else row_sizes(t.rows, w), 0, []
+            for rows, n in sizes:
+                v, m = self.shard(t, st, rows, t.dim)
+                got.append((STYPES.index(st), 0 if st == DP else first, n, v, [m.get(x, 0.0) for x in tiers]))
+                first += n
+            self._blocks[key] = got
+        return got
 
     def _fit_replicas(self, choice: dict[str, tuple[ShardingType, int]], theta: float, mu: float,
                       least_work: bool | int, twrw_first: bool, uniform: ShardingType | None = None) -> None:
@@ -501,11 +512,16 @@ class Builder:
                 used[k] -= v
             choice[t.name] = self.choose(t, theta, mu, False, least_work, twrw_first, uniform)
 
-    def place(self, state: Loads, pieces: list[Piece]) -> None:
+    def place(self, state: Loads, pieces: list[Piece], used: np.ndarray | None = None) -> None:
         """Greedy: pieces by descending dominant share (largest v_k / row total of L) onto the rank minimising
         (J, secondary, ΔΣL²) after adding them (`least_loaded`: by descending TorchRec perf onto the rank with the
-        least TorchRec perf, as TorchRec's greedy partitioner places them)."""
+        least TorchRec perf, as TorchRec's greedy partitioner places them). `used`: the bytes used (tiers, W) where
+        the caller holds them ahead of `state.used` (`placed`); written into `state.used` in any case."""
+        if used is None:
+            used = np.stack([state.used[t] for t in state.tiers])
         if not pieces:
+            for i, t in enumerate(state.tiers):
+                state.used[t][:] = used[i]
             return
         vecs = np.array([p.vec for p in pieces])
         if self.least_loaded:
@@ -517,8 +533,7 @@ class Builder:
         tables = table_ids(pieces)
         groups = np.array([GROUP[p.st] for p in pieces], dtype=np.int64)
         mems = piece_bytes(pieces, state.tiers)
-        used = np.stack([state.used[t] for t in state.tiers])
-        cap = np.array([state.cap[t] for t in state.tiers], dtype=np.float64)
+        cap = self._caps(state)
         ranks = np.full(len(pieces), -1, dtype=np.int64)
         res = state.res  # the greedy loop in one compiled call: `state.fits`, `place_best` and `put` per piece
         bad = place_all(state.L, state.count, res.hold, res.weight, res.s0, res.s1, state.const, order, groups,
@@ -1092,7 +1107,6 @@ def _unreplicate(state: Loads, pieces: list[Piece], layout: Layout, tables: dict
     if dp:  # largest replica first: each row summed as numpy sums one vector, the sort stable
         key = (-(np.array([rep[n][0] for n in dp]) * state.res.weight).sum(axis=1)).tolist()
         dp = [dp[i] for i in sorted(range(len(dp)), key=key.__getitem__)]
-    _refresh_const(state)
     res, topo, tiers = state.res, state.topology, state.tiers
     h = min(topo.ranks_per_host, w)
     rowwise = h > 1 and topo.num_hosts > 1
@@ -1103,6 +1117,8 @@ def _unreplicate(state: Loads, pieces: list[Piece], layout: Layout, tables: dict
 
     def const(idx: list[int], sp: float) -> float:  # `Loads.const_with` of the set `_refresh_const` builds
         return res.const({STYPES[g] for g in idx}) + (sp + 0.0) / w
+
+    state.const = const([g for g, n in enumerate(sums) if n > 0], state.spread)  # `_refresh_const`
 
     for name in dp[:trials]:
         t, (v, m) = tables[name], rep[name]
@@ -1126,11 +1142,32 @@ def _unreplicate(state: Loads, pieces: list[Piece], layout: Layout, tables: dict
         state.take_ranks(slice(0, w), DP, v, m)  # the change the trial found, applied as the numpy form applies it
         state.spread -= c.sp_dp
         st, ranks = (TWRW, list(range(where * h, where * h + h))) if code == 0 else (TW, [where])
-        _apply(state, shard, t, st, ranks, spread(t, st, len(ranks)))
+        sums = _put_cut(state, c, st, where * h if code == 0 else where, spread(t, st, len(ranks)))
+        state.const = const([g for g, n in enumerate(sums) if n > 0], state.spread)  # `_refresh_const`'s
         layout[name] = (st, [] if st in (TW, CW) else ranks)
         pieces = pieces + ([Piece(t.name, TW, tv, tm, where)] if st == TW else [])  # a new list: `finish` reads it
-        sums = state.count.sum(axis=1).tolist()
     return pieces
+
+
+def _put_cut(state: Loads, c: Cuts, st: ShardingType, first: int, spread: float) -> list[int]:
+    """`_apply` of `_unreplicate`'s change, table-wise on rank `first` or table-row-wise on the host from rank
+    `first`, but for `_refresh_const`: the holders per group, as Python ints, are returned for it (issue 16: f74's
+    `_unreplicate` spent half its time in `_apply`'s h `put`s and its `shard` look-ups). The table-row-wise
+    group goes on in three numpy steps with `Cuts`' shards (`_apply`'s, in `row_ranges`' order): the holder
+    overheads on the ranks that held none of the group, then the vectors, then the bytes (+0.0 where a shard has
+    none of a tier), the same additions `put` makes rank by rank (tests check the two agree)."""
+    if st == TW:
+        state.put(first, TW, *c.tw)
+    else:
+        g, ranks = GROUP[TWRW], slice(first, first + len(c.twrw))
+        new = first + np.flatnonzero(state.count[g, ranks] == 0)
+        state.L[:, new] += state.res.hold[g][:, None]
+        state.L[:, ranks] += c.twrw_vecs.T
+        state.count[g, ranks] += 1
+        for i, x in enumerate(state.tiers):
+            state.used[x][ranks] += c.twrw_bytes[:, i]
+    state.spread += spread
+    return state.count.sum(axis=1).tolist()
 
 
 def _unreplicate_reference(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, TableSpec],

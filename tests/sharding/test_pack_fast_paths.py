@@ -366,3 +366,123 @@ def test_table_plans_keyed_by_all_ranks_are_the_plans_of_those_ranks() -> None:
                 assert got[t.name].alike() == want.alike()
             first = first or got
         assert all(got[n] is first[n] for n in names)  # the last layout is the first again: the memo's objects
+
+
+def test_unreplicate_puts_a_cut_as_apply_puts_it() -> None:
+    """`_put_cut` (`_unreplicate`'s change: the table's `Cuts` shards table-wise on a rank, or table-row-wise on a
+    host in three numpy steps) leaves the loads, holder counts, bytes and spread of `_apply`, bit for bit, and
+    returns the holders per group; tables are put one after another on the same hosts and ranks, so the holder
+    overheads (random ones here: the family's topologies have none) go on ranks that hold the group and on ranks
+    that do not."""
+    import sharding.pack as pack
+    hosts, rng = 0, np.random.default_rng(0)
+    for b, fresh in _placed_states((2, 7, 14, 34)):
+        topo, shape = b.topo, b.res.hold.shape
+        b.res.hold[:] = np.where(rng.random(shape) < 0.5, rng.random(shape) * 1e-3, 0.0)
+        w, h = topo.world_size, min(topo.ranks_per_host, topo.world_size)
+        (sa, _, _), (sr, _, _) = fresh(), fresh()
+        for i, t in enumerate(b.cost.workload.tables[:10]):
+            c = b.cuts(t)
+            kinds = [(TW, i % w)] + ([(TWRW, (i % (w // h)) * h)] if c.twrw else [])
+            for st, first in kinds:
+                ranks = list(range(first, first + h)) if st == TWRW else [first]
+                sp = b.spread(t, st, len(ranks))
+                sums = pack._put_cut(sa, c, st, first, sp)
+                pack._apply(sr, b.shard, t, st, ranks, sp)
+                assert sums == sr.count.sum(axis=1).tolist()
+                pack._refresh_const(sa)
+                assert _same_loads(sa, sr)
+                hosts += st == TWRW
+    assert hosts > 0
+
+
+def _placed_reference(b: Builder, theta: float, mu: float, dp: bool, lw: bool, tf: bool, un) -> tuple:  # noqa: ANN001
+    """`Builder.placed` as it was before `_fixed_blocks` and the bytes kept in one array: each data-parallel and
+    row-wise block priced by `shard` on every placement, bytes written back to `state.used` after each kernel."""
+    from sharding.layouts import row_sizes
+    from sharding.pack import DP, RW, NoFit, Piece
+    from sharding.search_kernels import place_groups, put_blocks
+    topo = b.topo
+    w, h = topo.world_size, min(topo.ranks_per_host, topo.world_size)
+    choice = b.choose_all(theta, mu, dp, lw, tf, un)
+    b._fit_replicas(choice, theta, mu, lw, tf, un)
+    spread = sum(b.spread(t, *choice[t.name]) for t in b.cost.workload.tables) if b.res.by_mean else 0.0
+    state = Loads(b.res, topo, {st for st, _ in choice.values()}, spread)
+    pieces, groups, layout, blocks = [], [], {}, []
+    for t in b.cost.workload.tables:
+        st, k = choice[t.name]
+        if st == DP:
+            blocks.append((STYPES.index(DP), 0, w, *b.shard(t, st, t.rows, t.dim)))
+            layout[t.name] = (st, list(range(w)))
+        elif st == RW:
+            first = 0
+            for rows, n in row_sizes(t.rows, w):
+                blocks.append((STYPES.index(RW), first, n, *b.shard(t, st, rows, t.dim)))
+                first += n
+            layout[t.name] = (st, list(range(w)))
+        elif st == TWRW:
+            groups.append((*b._group(t, state.tiers), t.name))
+        else:
+            v, m = b.shard(t, st, t.rows, t.dim // k)
+            pieces.extend([Piece(t.name, st, v, m) for _ in range(k)])
+            layout[t.name] = (st, [])
+    if blocks:
+        used = np.stack([state.used[x] for x in state.tiers])
+        g = np.array([x[0] for x in blocks], dtype=np.int64)
+        put_blocks(state.L, state.count, b.res.hold, used, g, np.array([x[1] for x in blocks], dtype=np.int64),
+                   np.array([x[2] for x in blocks], dtype=np.int64), g == STYPES.index(DP),
+                   np.array([x[3] for x in blocks]), np.array([[x[4].get(y, 0.0) for y in state.tiers] for x in blocks]))
+        for i, x in enumerate(state.tiers):
+            state.used[x][:] = used[i]
+    if any(state.used[k].max() > state.cap[k] for k in state.tiers):
+        raise NoFit("row-wise and data-parallel shards alone overfill a rank")
+    if groups:
+        groups.sort(key=lambda g: -g[0])
+        used = np.stack([state.used[x] for x in state.tiers])
+        hosts = np.full(len(groups), -1, dtype=np.int64)
+        bad = place_groups(state.L, state.count, b.res.hold, b.res.s0, b.res.s1, state.const, STYPES.index(TWRW),
+                           np.array([g[1] for g in groups]), np.array([g[2] for g in groups]), used,
+                           np.array([state.cap[x] for x in state.tiers], dtype=np.float64), hosts)
+        for i, x in enumerate(state.tiers):
+            state.used[x][:] = used[i]
+        if bad >= 0:
+            raise NoFit(groups[bad][3])
+        for (*_, name), best in zip(groups, hosts.tolist(), strict=True):
+            layout[name] = (TWRW, list(range(best * h, best * h + h)))
+    b.place(state, pieces)
+    return state, pieces, layout
+
+
+@pytest.mark.parametrize("seed", [2, 7, 14, 34, 41, 74, 88])
+def test_placed_with_memoised_blocks_is_the_placement_priced_each_time(seed: int) -> None:
+    """`Builder.placed` (data-parallel and row-wise blocks from `_fixed_blocks`, bytes kept in one array through
+    the kernels) and `_placed_reference` (the blocks priced and the bytes written back on every placement): the
+    same loads, holder counts, bytes, fixed cost, pieces and layout bit for bit, or the same `NoFit`, on both
+    models' scales and the settings `_packings` tries (TorchRec's uniform row-wise and table-row-wise ones too),
+    each twice (the second from the memo)."""
+    from sharding.pack import RW, NoFit
+    inst = instance(seed)
+    topo = inst.topology.reserve_inputs(inst.workload.ids_per_batch)
+    cost, trec = CostModel(inst.workload, topo), TorchRecCostModel(inst.workload, topo)
+    tiers, kinds = assign_tiers(cost), set()
+    for scale in ((1e-3, 1e-3), (1e6, 1e-3)):
+        b = Builder(Resources(cost, trec, scale), tiers, 0)
+        for un in (None, RW, TWRW):
+            b.least_loaded = b.torchrec_columns = un is not None
+            for args in ((0.5, 1.0, True, False, True), (0.0, 1.0, True, True, False), (1.0, 0.25, False, False, False),
+                         (0.25, 0.1, True, True, False)):
+                for _ in range(2):
+                    try:
+                        want = _placed_reference(b, *args, un)
+                    except NoFit as e:
+                        with pytest.raises(NoFit, match=f"^{e}$"):
+                            b.placed(*args, None, un)
+                        kinds.add("NoFit")
+                        continue
+                    got = b.placed(*args, None, un)
+                    assert _same_loads(got[0], want[0]) and got[2] == want[2]
+                    assert [(p.table, p.st, p.rank, p.vec is q.vec) for p, q in zip(got[1], want[1], strict=True)] == \
+                        [(p.table, p.st, p.rank, True) for p in want[1]]
+                    kinds |= {st for st, _ in got[2].values()}
+    assert {ShardingType.ROW_WISE, ShardingType.DATA_PARALLEL} <= kinds
+    assert TWRW in kinds or min(topo.num_hosts, topo.ranks_per_host) == 1

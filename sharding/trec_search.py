@@ -25,7 +25,9 @@ PYTHONHASHSEED from one process to the next; ratings do not.
 Speed (issue 16: this search runs on every small instance): the space is laid out as arrays once per search
 (`_Arrays`), each proposal is placed and rated in one compiled pass (`trec_search_kernel.partition_rate`, the
 same ranks and floats as `partition` and `_rating`, which stay as the reference: `search(reference=True)`), and
-the proposers' sort keys are computed once per option (`option_terms`).
+the proposers' sort keys are computed once per option (`option_terms`); the proposers' sequences are built whole
+as rows of option indices (`_index_proposers`, the greedy one compiled: `greedy_sequence`) and the new proposals
+within budget placed and rated in one compiled call (`_search_rows`).
 """
 from __future__ import annotations
 
@@ -42,7 +44,15 @@ import numpy as np
 from sharding.layouts import row_ranges, torchrec_column_pieces
 from sharding.plan import Shard, ShardingPlan, ShardingType, TablePlan
 from sharding.topology import Topology
-from sharding.trec_search_kernel import DEVICE, HOST, UNIFORM, option_terms, partition_rate
+from sharding.trec_search_kernel import (
+    DEVICE,
+    HOST,
+    UNIFORM,
+    greedy_sequence,
+    option_terms,
+    partition_rate,
+    partition_rate_all,
+)
 from sharding.workload import PlanWorkload
 
 __all__ = ["Option", "SearchStats", "search", "model_space", "torchrec_space", "to_plan", "trec_planner_plan", "MAX_GRID"]
@@ -300,6 +310,12 @@ class _Arrays:
                                     self.cap, self.local, self.ranks)
         return float(rating) if ok else None
 
+    def rate_all(self, props: np.ndarray) -> tuple[list[bool], list[float]]:
+        """`partition_rate` of each row of `props` (option indices) in one compiled call: fits, ratings."""
+        ok, rating = partition_rate_all(props, self.kind, self.start, self.perf, self.stor, self.tot, self.sums,
+                                        self.cap, self.local, self.ranks)
+        return ok.tolist(), rating.tolist()
+
     def ranks_of(self, proposal: list[Option]) -> list[list[int]]:
         """The ranks of the proposal `partition_rate` placed last."""
         start, ranks = self.start, self.ranks
@@ -316,6 +332,8 @@ def search(space: list[Option], capacity: list[tuple[float, float]], local: int,
     and `_rating` (tests check the two agree)."""
     stats = stats if stats is not None else SearchStats()
     fast = None if reference or local < 1 or not space else _Arrays(space, capacity, local)
+    if fast is not None and not np.isnan(fast.per_option).any():  # NaN keys sort apart in Python and numpy
+        return _search_rows(space, fast, budget, stats)
     by_table: dict[str, list[Option]] = {}
     for o in space:
         by_table.setdefault(o.table, []).append(o)
@@ -355,6 +373,84 @@ def search(space: list[Option], capacity: list[tuple[float, float]], local: int,
                 ranks = ranks if fast is None else fast.ranks_of(proposal)
                 stats.rating, stats.best_proposer, best = r, name, (proposal, ranks)
     return best
+
+
+def _index_proposers(space: list[Option], fast: _Arrays) -> list[tuple[str, np.ndarray]]:
+    """The proposers' sequences (`_grid`, `_greedy` by depth and by breadth, `_uniform`) as rows of option
+    indices, whole: none reads a rating, so the sequence is fixed before any proposal is placed. Per table its
+    options sorted as `_sorted` sorts them (np.lexsort is stable: ties keep the space's order)."""
+    table_of = {t: k for k, t in enumerate(dict.fromkeys(o.table for o in space))}
+    table = np.array([table_of[o.table] for o in space], np.int64)
+    tstart = np.zeros(len(table_of) + 1, np.int64)
+    tstart[1:] = np.cumsum(np.bincount(table, minlength=len(table_of)))
+    keys = np.ascontiguousarray(fast.per_option[:, 2:])
+    depth, breadth = (np.lexsort((fast.per_option[:, c], table)) for c in (0, 1))
+    by_depth = [depth[tstart[k]:tstart[k + 1]].tolist() for k in range(len(table_of))]
+    n = len(by_depth)
+    grid = np.array(list(itertools.product(*by_depth)) if math.prod(map(len, by_depth)) <= MAX_GRID else [],
+                    np.int64).reshape(-1, n)
+    return [("grid", grid), ("greedy", greedy_sequence(tstart, depth, keys)),
+            ("greedy-breadth", greedy_sequence(tstart, breadth, keys)),
+            ("uniform", _uniform_rows(space, fast.per_option[:, 0].tolist(), n))]
+
+
+def _uniform_rows(space: list[Option], depth: list[float], n: int) -> np.ndarray:
+    """`_uniform`'s proposals as rows of option indices: for each sharding type every table has (in order of
+    first appearance), each table's first option of the least depth."""
+    by_type: dict[str, dict[str, list[int]]] = {}
+    for j, o in enumerate(space):
+        by_type.setdefault(o.sharding_type, {}).setdefault(o.table, []).append(j)
+    tables = {o.table for o in space}
+    rows = [[min(v, key=depth.__getitem__) for v in per_table.values()]
+            for per_table in by_type.values() if per_table.keys() == tables]
+    return np.array(rows, np.int64).reshape(-1, n)
+
+
+def _search_rows(space: list[Option], fast: _Arrays, budget: int | None,
+                 stats: SearchStats) -> tuple[list[Option], list[list[int]]] | None:
+    """`search`'s loop on the proposers' whole sequences as index rows (`_index_proposers`), the new proposals
+    within budget placed and rated in one compiled call: the proposer loop's per-proposal Python (option lists,
+    frozensets of ids, one kernel call each) was most of the search's time on small instances (f88). A
+    proposal's key is its sorted option indices (the set of options, as the frozenset of ids); the best is the
+    first of the least rating, its ranks placed again (the same ranks: `partition_rate` is deterministic)."""
+    counts = np.diff(fast.start)
+    rows: list[np.ndarray] = []
+    owner: list[str] = []
+    seen: set[bytes] = set()
+    for name, seq in _index_proposers(space, fast):
+        work = 0
+        keys, shards = np.sort(seq, axis=1), counts[seq].sum(axis=1).tolist()
+        for i, shard in enumerate(shards):
+            stats.sequence += 1
+            key = keys[i].tobytes()
+            if key in seen:
+                stats.cache_hits += 1
+                continue
+            if budget is not None and work + shard > budget:
+                stats.cut.append(name)
+                break
+            seen.add(key)
+            stats.proposals += 1
+            stats.per_proposer[name] = stats.per_proposer.get(name, 0) + 1
+            work += shard
+            stats.work += shard
+            rows.append(seq[i])
+            owner.append(name)
+    if not rows:
+        return None
+    props = np.array(rows, np.int64)
+    fits, ratings = fast.rate_all(props)
+    best = -1
+    for i, (ok, r) in enumerate(zip(fits, ratings, strict=True)):
+        if ok:
+            stats.plans += 1
+            if r < stats.rating:
+                stats.rating, stats.best_proposer, best = r, owner[i], i
+    if best < 0:
+        return None
+    proposal = [space[j] for j in rows[best].tolist()]
+    fast.partition_rate(proposal)
+    return proposal, fast.ranks_of(proposal)
 
 
 def to_plan(best: tuple[list[Option], list[list[int]]], topo: Topology) -> ShardingPlan:

@@ -203,3 +203,48 @@ def test_compiled_search_agrees_with_the_python_partitioner_on_family_instances(
     space, capacity, local = model_space(CostModel(inst.workload, rt), TorchRecCostModel(inst.workload, rt))
     stats = _same_search(space, capacity, local, TREC_SEARCH_WORK)
     assert stats.proposals > 30 and (stats.plans > 0) == (seed != 54)
+
+
+def _as_rows(proposals, space) -> list[list[int]]:
+    index = {id(o): j for j, o in enumerate(space)}
+    return [[index[id(o)] for o in p] for p in proposals]
+
+
+def test_proposers_index_rows_are_the_python_proposers_sequences() -> None:
+    """`_index_proposers` (grid, the compiled greedy by depth and by breadth, uniform: rows of option indices)
+    against the Python generators on `Option`'s own terms, proposal by proposal: random spaces (ties in depth,
+    breadth and storage keys; a third with the options shuffled, so tables interleave) and family instances;
+    the shuffled spaces' whole searches against the Python partitioner too."""
+    import random
+
+    from sharding.family import instance
+    from sharding.trec_search import _Arrays, _greedy, _grid, _index_proposers, _Terms, _uniform
+    rng = random.Random(17)
+    spaces, shuffled = [], 0
+    for _ in range(60):
+        local = rng.choice([1, 2, 4])
+        world = local * rng.choice([1, 2, 3])
+        space, capacity = _random_space(rng, world, local, rng.randint(1, 6))
+        if rng.random() < 0.3:
+            rng.shuffle(space)
+            shuffled += 1
+            _same_search(space, capacity, local, rng.choice([None, 60]))
+        spaces.append((space, capacity, local))
+    for seed in (41, 88, 118):
+        inst = instance(seed)
+        rt = inst.topology.reserve_inputs(inst.workload.ids_per_batch)
+        spaces.append(model_space(CostModel(inst.workload, rt), TorchRecCostModel(inst.workload, rt)))
+    lengths = {"grid": 0, "greedy": 0, "greedy-breadth": 0, "uniform": 0}
+    for space, capacity, local in spaces:
+        by_table: dict[str, list[Option]] = {}
+        for o in space:
+            by_table.setdefault(o.table, []).append(o)
+        terms = _Terms()
+        ref = {"grid": _grid(by_table, terms), "greedy": _greedy(by_table, terms.depth, terms),
+               "greedy-breadth": _greedy(by_table, terms.breadth, terms), "uniform": _uniform(space, terms)}
+        got = _index_proposers(space, _Arrays(space, capacity, local))
+        assert [name for name, _ in got] == list(ref)
+        for name, rows in got:
+            assert rows.tolist() == _as_rows(ref[name], space), name
+            lengths[name] += len(rows) > 1
+    assert shuffled > 10 and min(lengths.values()) > 5  # every proposer exercised beyond one proposal

@@ -490,37 +490,49 @@ def model_space(cost: Any, trec: Any) -> tuple[list[Option], list[tuple[float, f
     there is a slow tier, dense for data-parallel), each shard's perf by `TorchRecCostModel` (TorchRec's
     estimator, to 1e-9) and its memory by our `CostModel.shard_memory` (TorchRec's storage estimator within a
     few % per shard: buffers are counted differently); per-rank capacity from our topology (`cost.topology`,
-    inputs reserved)."""
+    inputs reserved). Once per `optimize` (small instances): each layout's runs found once for its kernels and
+    each run's terms read from the models' memos (keyed as `shard_cost` and `shard_memory` key them; a miss
+    calls them), not two calls and a dict copy per run."""
     topo, workload = cost.topology, cost.workload
     fast = topo.fast.name
     slow = topo.tiers[1].name if len(topo.tiers) > 1 and topo.device == "cuda" else None
     W, H = topo.world_size, min(topo.ranks_per_host, topo.world_size)
+    fused = [("fused", fast, 0.0)] + ([("fused_uvm", slow, 0.0), ("fused_uvm_caching", slow, 0.2)] if slow else [])
+    dense = [("dense", fast, 0.0)]
+    perfs, mems = trec._memo, cost._memo
     out: list[Option] = []
     for t in workload.tables:
-        n_cw = torchrec_column_pieces(t.dim)
-        width = t.dim // n_cw
-        rw, twrw = row_ranges(t.rows, W), row_ranges(t.rows, H)
-        layouts = [(ShardingType.COLUMN_WISE, [(0, t.rows, i * width, width) for i in range(n_cw)]),
-                   (ShardingType.DATA_PARALLEL, [(0, t.rows, 0, t.dim)] * W),
-                   (ShardingType.ROW_WISE, [(a, b - a, 0, t.dim) for a, b in rw]),
-                   (ShardingType.TABLE_ROW_WISE, [(a, b - a, 0, t.dim) for a, b in twrw]),
-                   (ShardingType.TABLE_WISE, [(0, t.rows, 0, t.dim)])]
-        for st, blocks in layouts:
-            kernels = [("dense", fast, 0.0)] if st == ShardingType.DATA_PARALLEL else [("fused", fast, 0.0)] + (
-                [("fused_uvm", slow, 0.0), ("fused_uvm_caching", slow, 0.2)] if slow else [])
-            for kernel, tier, cf in kernels:
+        for st, blocks in _layouts(t, W, H):
+            # both models' terms of a shard depend on its size alone, and a layout's blocks come in runs of one
+            # size (RW: at most two runs, DP: one): each run priced once (f5: 1,841 of 6,343 shards)
+            runs = [(rows, cols, sum(1 for _ in run)) for (rows, cols), run in
+                    itertools.groupby(blocks, operator.itemgetter(1, 3))]
+            name, blocks = st.value, tuple(blocks)
+            for kernel, tier, cf in dense if st == ShardingType.DATA_PARALLEL else fused:
                 perf, storage = [], []
-                # both models' terms of a shard depend on its size alone, and a layout's blocks come in runs of
-                # one size (RW: at most two runs, DP: one): each run priced once (f5: 1,841 of 6,343 shards)
-                for (rows, cols), run in itertools.groupby(blocks, operator.itemgetter(1, 3)):
-                    n = sum(1 for _ in run)
-                    c = trec.shard_cost(t, st, rows, cols, tier, cf)
-                    m = cost.shard_memory(t, st, rows, cols, tier, cf)
+                for rows, cols, n in runs:  # each model's memo read first (`shard_cost`'s, `shard_memory`'s key)
+                    c = perfs.get((t.name, st, cols, tier, cf)) or trec.shard_cost(t, st, rows, cols, tier, cf)
+                    m = mems.get(("m", t.name, st, rows, cols, tier, cf)) or cost.shard_memory(t, st, rows, cols,
+                                                                                               tier, cf)
                     perf += [(c.fwd_compute, c.fwd_comms, c.bwd_compute, c.bwd_comms, c.optimizer)] * n
                     storage += [(m.get(fast, 0.0), m.get(slow, 0.0) if slow else 0.0)] * n
-                out.append(Option(t.name, st.value, kernel, tuple(perf), tuple(storage), tuple(blocks), cf))
+                out.append(Option(t.name, name, kernel, tuple(perf), tuple(storage), blocks, cf))
     capacity = [(topo.usable(fast), topo.usable(slow) if slow else 0.0)] * W
     return out, capacity, H
+
+
+def _layouts(t: Any, W: int, H: int) -> list[tuple[ShardingType, list[tuple[int, int, int, int]]]]:
+    """TorchRec's layouts of table `t` in its enumeration order, each as (type, blocks (row start, rows, column
+    start, columns)): column-wise in its column blocks, data-parallel, row-wise over all W ranks, table-row-wise
+    over a host of H, table-wise."""
+    n_cw = torchrec_column_pieces(t.dim)
+    width = t.dim // n_cw
+    rw, twrw = row_ranges(t.rows, W), row_ranges(t.rows, H)
+    return [(ShardingType.COLUMN_WISE, [(0, t.rows, i * width, width) for i in range(n_cw)]),
+            (ShardingType.DATA_PARALLEL, [(0, t.rows, 0, t.dim)] * W),
+            (ShardingType.ROW_WISE, [(a, b - a, 0, t.dim) for a, b in rw]),
+            (ShardingType.TABLE_ROW_WISE, [(a, b - a, 0, t.dim) for a, b in twrw]),
+            (ShardingType.TABLE_WISE, [(0, t.rows, 0, t.dim)])]
 
 
 def torchrec_space(workload: PlanWorkload, topo: Topology) -> tuple[list[Option], list[tuple[int, int]], int]:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from embedding.spec import DTYPE_BYTES
+from embedding.spec import DTYPE_BYTES, AccessSpec
 from sharding import CostModel
 from sharding.bounds import (
     _GRID,
@@ -86,14 +87,34 @@ def _curves(wl, rng: random.Random) -> dict:
 @pytest.mark.parametrize("seed", [0, 11, 18, 27, 54, 73, 88])
 def test_penalty_segments_are_the_former_per_table_loop_bit_for_bit(seed) -> None:
     """Family instances whose weights overflow the fast tier (f88 does not: its segments are still compared),
-    with the model's own miss rates and with measured curves."""
+    with the model's own miss rates (Zipf: `_zipf_miss_rates`; uniform tables) and with measured curves."""
     inst = instance(seed)
     rt = inst.topology.reserve_inputs(inst.workload.ids_per_batch)
-    for curves in (None, _curves(inst.workload, random.Random(seed))):
-        cost = CostModel(inst.workload, rt, curves)
+    wl = inst.workload  # the family's tables are Zipf: a third of them uniform too (`miss_rate`'s other branch)
+    mixed = replace(wl, tables=tuple(replace(t, access=AccessSpec("uniform")) if i % 3 == 1 else t
+                                     for i, t in enumerate(wl.tables)))
+    for w, curves in ((wl, None), (wl, _curves(wl, random.Random(seed))), (mixed, None)):
+        cost = CostModel(w, rt, curves)
         if len(rt.tiers) < 2:
             continue
         per_byte = sum(_demotion_seconds(cost))
         got, want = _penalty_segments(cost, per_byte), _former_segments(cost, per_byte)
-        assert _hex(got) == _hex(want) and len(got) >= len(inst.workload.tables)
+        assert _hex(got) == _hex(want) and len(got) >= len(w.tables)
     assert _tier_penalty(CostModel(inst.workload, rt)) > 0 or seed == 88
+
+
+def test_zipf_miss_rates_are_zipf_miss_rate_bit_for_bit() -> None:
+    """`_zipf_miss_rates` against `zipf_miss_rate` share by share: the grid's kept shares and random ones (0 and
+    1 included), tables from 1 row (f·rows < 1) to 10^10, α = 1 (the logarithm) and others."""
+    from sharding.bounds import _zipf_miss_rates
+    from sharding.cost import zipf_miss_rate
+    rng = np.random.default_rng(17)
+    grid = [1 - x for x in _GRID]
+    for case in range(300):
+        rows = int(10 ** rng.uniform(0, 10)) if case % 3 else int(rng.integers(1, 1200))
+        alpha = float(rng.choice([1.0, 1.0 + 1e-10, rng.uniform(0.3, 2.5)]))
+        shares = grid if case % 2 else list(np.concatenate([[0.0, 1.0], rng.random(20)]))
+        want = [zipf_miss_rate(rows, alpha, f) for f in shares]
+        got = _zipf_miss_rates(rows, alpha, shares)
+        assert _hex(zip(got.tolist(), want, strict=True)) == _hex(zip(want, want, strict=True))
+

@@ -40,13 +40,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cache, lru_cache
 
+import numba
 import numpy as np
+from numba import njit
 from scipy.optimize import linprog
 from scipy.sparse import coo_array
 
 from embedding.spec import DTYPE_BYTES
 from sharding.bound_cut import hot_rank_cut
-from sharding.cost import CostModel
+from sharding.cost import CostModel, _harmonic
 from sharding.layouts import column_splits, row_sizes
 from sharding.plan import ShardingType
 from sharding.trec_cost import TorchRecCostModel
@@ -175,7 +177,8 @@ def _least(opts: Sequence, totals: list[float], at: int, w: int, out: list) -> i
 
 
 def _hull_segments(xs: np.ndarray, ys: np.ndarray) -> list[tuple[float, float]]:
-    """(width, slope) of the lower convex hull of points (xs, ys), xs ascending, slopes ascending."""
+    """(width, slope) of the lower convex hull of points (xs, ys), xs ascending, slopes ascending (the reference
+    for `_hull_rows`: tests)."""
     hull: list[tuple[float, float]] = []
     for x, y in zip(xs, ys, strict=True):
         while len(hull) >= 2 and (hull[-1][1] - hull[-2][1]) * (x - hull[-2][0]) >= \
@@ -183,6 +186,33 @@ def _hull_segments(xs: np.ndarray, ys: np.ndarray) -> list[tuple[float, float]]:
             hull.pop()
         hull.append((float(x), float(y)))
     return [(b[0] - a[0], (b[1] - a[1]) / (b[0] - a[0])) for a, b in zip(hull, hull[1:], strict=False)]
+
+
+@njit(cache=True)
+def _hull_rows(xs: np.ndarray, ys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`_hull_segments` of each row of (xs, ys), their segments concatenated row by row: widths, slopes. Compiled
+    for `_tier_penalty` (its per-point Python loop was a third of `lower_bound` on f88); the same comparisons and
+    the same IEEE operations in the same order (a zero width raises ZeroDivisionError, as Python's division)."""
+    n, m = xs.shape
+    width, slope = np.empty(n * max(m - 1, 0)), np.empty(n * max(m - 1, 0))
+    hx, hy = np.empty(m), np.empty(m)
+    c = 0
+    for i in range(n):
+        h = 0
+        for j in range(m):
+            x, y = xs[i, j], ys[i, j]
+            while h >= 2 and (hy[h - 1] - hy[h - 2]) * (x - hx[h - 2]) >= (y - hy[h - 2]) * (hx[h - 1] - hx[h - 2]):
+                h -= 1
+            hx[h], hy[h] = x, y
+            h += 1
+        for j in range(h - 1):
+            width[c] = hx[j + 1] - hx[j]
+            slope[c] = (hy[j + 1] - hy[j]) / (hx[j + 1] - hx[j])
+            c += 1
+    return width[:c], slope[:c]
+
+
+_hull_rows.compile((numba.float64[:, ::1], numba.float64[:, ::1]))  # at import, from numba's disk cache once compiled
 
 
 PIECE_ROWS = 48  # per resource, the tables with the largest pieces get a piece row in the LP
@@ -433,17 +463,7 @@ def _tier_penalty(cost: CostModel) -> float:
     excess = sum(t.bytes for t in wl.tables) - topo.usable(fast.name) * topo.world_size
     if excess <= 0:
         return 0.0
-    per_byte = sum(_demotion_seconds(cost))
-    segments: list[tuple[float, float]] = []
-    for t in wl.tables:
-        lookups = cost._traffic(t, TW, t.rows)[0]
-        k = lookups * t.dim * DTYPE_BYTES[t.dtype] * per_byte
-        pen = np.array([k * cost.miss_rate(t, 1 - x) for x in _GRID])  # non-decreasing in the demoted share
-        # demoting more than x_i costs at least pen(x_i): the step function's convex minorant bounds the penalty
-        # from below whether or not the miss curve is convex (measured LRU curves need not be)
-        xs = np.concatenate([[0.0], _GRID[1:]]) * t.bytes
-        ys = np.concatenate([[0.0], pen[:-1]])
-        segments.extend(_hull_segments(xs, ys))
+    segments = _penalty_segments(cost, sum(_demotion_seconds(cost)))
     total, need = 0.0, excess
     for width, slope in sorted(segments, key=lambda s: s[1]):
         take = min(width, need)
@@ -452,6 +472,41 @@ def _tier_penalty(cost: CostModel) -> float:
         if need <= 0:
             break
     return total
+
+
+def _zipf_miss_rates(rows: int, alpha: float, kept: list) -> np.ndarray:
+    """`zipf_miss_rate(rows, alpha, f)` (`CostModel.miss_rate` of a Zipf table without a measured curve) at each
+    kept share f (numpy scalars, strictly between 0 and 1 but for the ends): the same harmonic numbers (called
+    with the same arguments) and the same operations, without two calls and H(rows, alpha) per share (the
+    bound's tier penalty asks 41 shares of every table)."""
+    whole = _harmonic(rows, alpha)
+    out = np.empty(len(kept))
+    for i, f in enumerate(kept):
+        out[i] = 1.0 if f <= 0 else 0.0 if f >= 1 else 1.0 - _harmonic(max(f * rows, 1.0), alpha) / whole
+    return np.where(out > 0.0, out, 0.0)  # max(0.0, x): x only where x > 0.0
+
+
+def _penalty_segments(cost: CostModel, per_byte: float) -> list[tuple[float, float]]:
+    """Every table's (width, slope) segments of its demotion penalty's convex minorant, in table order: each
+    table's penalty at the grid's shares (`miss_rate` at the same kept shares, 1 - x, as numpy scalars), the
+    points of all tables as rows and their hulls in one compiled call (`_hull_rows`, not `_hull_segments` per
+    table)."""
+    kept = [1 - x for x in _GRID]
+    pens = []
+    for t in cost.workload.tables:
+        k = cost._traffic(t, TW, t.rows)[0] * t.dim * DTYPE_BYTES[t.dtype] * per_byte
+        if t.access.kind == "zipf" and t.name not in cost.miss_curves:  # non-decreasing in the demoted share
+            pens.append((k * _zipf_miss_rates(t.rows, t.access.alpha, kept)).tolist())
+        else:
+            pens.append([k * cost.miss_rate(t, f) for f in kept])
+    # demoting more than x_i costs at least pen(x_i): the step function's convex minorant bounds the penalty
+    # from below whether or not the miss curve is convex (measured LRU curves need not be)
+    n = len(pens)
+    xs = _GRID * np.array([float(t.bytes) for t in cost.workload.tables]).reshape(n, 1)
+    ys = np.zeros((n, len(_GRID)))
+    ys[:, 1:] = np.array(pens, np.float64).reshape(n, len(_GRID))[:, :-1]
+    width, slope = _hull_rows(xs, ys)
+    return list(zip(width.tolist(), slope.tolist(), strict=True))
 
 
 def lower_bound(cost: CostModel | TorchRecCostModel, relax: bool = True) -> LowerBound:

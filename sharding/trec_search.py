@@ -25,7 +25,9 @@ PYTHONHASHSEED from one process to the next; ratings do not.
 Speed (issue 16: this search runs on every small instance): the space is laid out as arrays once per search
 (`_Arrays`), each proposal is placed and rated in one compiled pass (`trec_search_kernel.partition_rate`, the
 same ranks and floats as `partition` and `_rating`, which stay as the reference: `search(reference=True)`), and
-the proposers' sort keys are computed once per option (`option_terms`).
+the proposers' sort keys are computed once per option (`option_terms`); the proposers' sequences are built whole
+as rows of option indices (`_index_proposers`, the greedy one compiled: `greedy_sequence`) and the new proposals
+within budget placed and rated in one compiled call (`_search_rows`).
 """
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ import itertools
 import math
 import operator
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,7 +45,15 @@ import numpy as np
 from sharding.layouts import row_ranges, torchrec_column_pieces
 from sharding.plan import Shard, ShardingPlan, ShardingType, TablePlan
 from sharding.topology import Topology
-from sharding.trec_search_kernel import DEVICE, HOST, UNIFORM, option_terms, partition_rate
+from sharding.trec_search_kernel import (
+    DEVICE,
+    HOST,
+    UNIFORM,
+    greedy_sequence,
+    option_terms,
+    partition_rate,
+    partition_rate_all,
+)
 from sharding.workload import PlanWorkload
 
 __all__ = ["Option", "SearchStats", "search", "model_space", "torchrec_space", "to_plan", "trec_planner_plan", "MAX_GRID"]
@@ -300,6 +311,12 @@ class _Arrays:
                                     self.cap, self.local, self.ranks)
         return float(rating) if ok else None
 
+    def rate_all(self, props: np.ndarray) -> tuple[list[bool], list[float]]:
+        """`partition_rate` of each row of `props` (option indices) in one compiled call: fits, ratings."""
+        ok, rating = partition_rate_all(props, self.kind, self.start, self.perf, self.stor, self.tot, self.sums,
+                                        self.cap, self.local, self.ranks)
+        return ok.tolist(), rating.tolist()
+
     def ranks_of(self, proposal: list[Option]) -> list[list[int]]:
         """The ranks of the proposal `partition_rate` placed last."""
         start, ranks = self.start, self.ranks
@@ -316,6 +333,8 @@ def search(space: list[Option], capacity: list[tuple[float, float]], local: int,
     and `_rating` (tests check the two agree)."""
     stats = stats if stats is not None else SearchStats()
     fast = None if reference or local < 1 or not space else _Arrays(space, capacity, local)
+    if fast is not None and not np.isnan(fast.per_option).any():  # NaN keys sort apart in Python and numpy
+        return _search_rows(space, fast, budget, stats)
     by_table: dict[str, list[Option]] = {}
     for o in space:
         by_table.setdefault(o.table, []).append(o)
@@ -357,6 +376,100 @@ def search(space: list[Option], capacity: list[tuple[float, float]], local: int,
     return best
 
 
+def _index_proposers(space: list[Option], fast: _Arrays) -> list[tuple[str, np.ndarray]]:
+    """The proposers' sequences (`_grid`, `_greedy` by depth and by breadth, `_uniform`) as rows of option
+    indices, whole: none reads a rating, so the sequence is fixed before any proposal is placed. Per table its
+    options sorted as `_sorted` sorts them (np.lexsort is stable: ties keep the space's order)."""
+    table_of = {t: k for k, t in enumerate(dict.fromkeys(o.table for o in space))}
+    table = np.array([table_of[o.table] for o in space], np.int64)
+    tstart = np.zeros(len(table_of) + 1, np.int64)
+    tstart[1:] = np.cumsum(np.bincount(table, minlength=len(table_of)))
+    keys = np.ascontiguousarray(fast.per_option[:, 2:])
+    depth, breadth = (np.lexsort((fast.per_option[:, c], table)) for c in (0, 1))
+    by_depth = [depth[tstart[k]:tstart[k + 1]].tolist() for k in range(len(table_of))]
+    n = len(by_depth)
+    grid = np.array(list(itertools.product(*by_depth)) if math.prod(map(len, by_depth)) <= MAX_GRID else [],
+                    np.int64).reshape(-1, n)
+    return [("grid", grid), ("greedy", greedy_sequence(tstart, depth, keys)),
+            ("greedy-breadth", greedy_sequence(tstart, breadth, keys)),
+            ("uniform", _uniform_rows(space, fast.per_option[:, 0].tolist(), n))]
+
+
+def _uniform_rows(space: list[Option], depth: list[float], n: int) -> np.ndarray:
+    """`_uniform`'s proposals as rows of option indices: for each sharding type every table has (in order of
+    first appearance), each table's first option of the least depth."""
+    by_type: dict[str, dict[str, list[int]]] = {}
+    for j, o in enumerate(space):
+        by_type.setdefault(o.sharding_type, {}).setdefault(o.table, []).append(j)
+    tables = {o.table for o in space}
+    rows = [[min(v, key=depth.__getitem__) for v in per_table.values()]
+            for per_table in by_type.values() if per_table.keys() == tables]
+    return np.array(rows, np.int64).reshape(-1, n)
+
+
+def _search_rows(space: list[Option], fast: _Arrays, budget: int | None,
+                 stats: SearchStats) -> tuple[list[Option], list[list[int]]] | None:
+    """`search`'s loop on the proposers' whole sequences as index rows (`_index_proposers`), the new proposals
+    within budget placed and rated in one compiled call: the proposer loop's per-proposal Python (option lists,
+    frozensets of ids, one kernel call each) was most of the search's time on small instances (f88). A
+    proposal's key is its sorted option indices (the set of options, as the frozenset of ids); the best is the
+    first of the least rating, its ranks placed again (the same ranks: `partition_rate` is deterministic)."""
+    counts = np.diff(fast.start)
+    parts: list[np.ndarray] = []
+    owner: list[str] = []
+    seen: set[bytes] = set()
+    for name, seq in _index_proposers(space, fast):
+        new, cut = _new_within(map(bytes, np.sort(seq, axis=1)), counts[seq].sum(axis=1).tolist(), seen, budget,
+                               stats)
+        if cut:
+            stats.cut.append(name)
+        if new:
+            stats.per_proposer[name] = stats.per_proposer.get(name, 0) + len(new)
+            parts.append(seq[new])
+            owner += [name] * len(new)
+    if not owner:
+        return None
+    props = np.concatenate(parts)
+    fits, ratings = fast.rate_all(props)
+    best = -1
+    for i, (ok, r) in enumerate(zip(fits, ratings, strict=True)):
+        if ok:
+            stats.plans += 1
+            if r < stats.rating:
+                stats.rating, stats.best_proposer, best = r, owner[i], i
+    if best < 0:
+        return None
+    proposal = [space[j] for j in props[best].tolist()]
+    fast.partition_rate(proposal)
+    return proposal, fast.ranks_of(proposal)
+
+
+def _new_within(keys: Iterable[bytes], shards: list[int], seen: set[bytes], budget: int | None,
+                stats: SearchStats) -> tuple[list[int], bool]:
+    """One proposer's new proposals (indices in its sequence) while their shards, summed, stay within `budget`,
+    and whether the budget ended its sequence; `search`'s counts (sequence, cache hits, proposals, work) kept
+    in locals and added once (a small instance's search visits ~200 proposals)."""
+    new: list[int] = []
+    work = visited = hits = 0
+    cut = False
+    for i, (key, shard) in enumerate(zip(keys, shards, strict=True)):
+        visited += 1
+        if key in seen:
+            hits += 1
+            continue
+        if budget is not None and work + shard > budget:
+            cut = True
+            break
+        seen.add(key)
+        work += shard
+        new.append(i)
+    stats.sequence += visited
+    stats.cache_hits += hits
+    stats.proposals += len(new)
+    stats.work += work
+    return new, cut
+
+
 def to_plan(best: tuple[list[Option], list[list[int]]], topo: Topology) -> ShardingPlan:
     """The search's best proposal as our plan."""
     slow = topo.tiers[min(1, len(topo.tiers) - 1)].name
@@ -377,37 +490,49 @@ def model_space(cost: Any, trec: Any) -> tuple[list[Option], list[tuple[float, f
     there is a slow tier, dense for data-parallel), each shard's perf by `TorchRecCostModel` (TorchRec's
     estimator, to 1e-9) and its memory by our `CostModel.shard_memory` (TorchRec's storage estimator within a
     few % per shard: buffers are counted differently); per-rank capacity from our topology (`cost.topology`,
-    inputs reserved)."""
+    inputs reserved). Once per `optimize` (small instances): each layout's runs found once for its kernels and
+    each run's terms read from the models' memos (keyed as `shard_cost` and `shard_memory` key them; a miss
+    calls them), not two calls and a dict copy per run."""
     topo, workload = cost.topology, cost.workload
     fast = topo.fast.name
     slow = topo.tiers[1].name if len(topo.tiers) > 1 and topo.device == "cuda" else None
     W, H = topo.world_size, min(topo.ranks_per_host, topo.world_size)
+    fused = [("fused", fast, 0.0)] + ([("fused_uvm", slow, 0.0), ("fused_uvm_caching", slow, 0.2)] if slow else [])
+    dense = [("dense", fast, 0.0)]
+    perfs, mems = trec._memo, cost._memo
     out: list[Option] = []
     for t in workload.tables:
-        n_cw = torchrec_column_pieces(t.dim)
-        width = t.dim // n_cw
-        rw, twrw = row_ranges(t.rows, W), row_ranges(t.rows, H)
-        layouts = [(ShardingType.COLUMN_WISE, [(0, t.rows, i * width, width) for i in range(n_cw)]),
-                   (ShardingType.DATA_PARALLEL, [(0, t.rows, 0, t.dim)] * W),
-                   (ShardingType.ROW_WISE, [(a, b - a, 0, t.dim) for a, b in rw]),
-                   (ShardingType.TABLE_ROW_WISE, [(a, b - a, 0, t.dim) for a, b in twrw]),
-                   (ShardingType.TABLE_WISE, [(0, t.rows, 0, t.dim)])]
-        for st, blocks in layouts:
-            kernels = [("dense", fast, 0.0)] if st == ShardingType.DATA_PARALLEL else [("fused", fast, 0.0)] + (
-                [("fused_uvm", slow, 0.0), ("fused_uvm_caching", slow, 0.2)] if slow else [])
-            for kernel, tier, cf in kernels:
+        for st, blocks in _layouts(t, W, H):
+            # both models' terms of a shard depend on its size alone, and a layout's blocks come in runs of one
+            # size (RW: at most two runs, DP: one): each run priced once (f5: 1,841 of 6,343 shards)
+            runs = [(rows, cols, sum(1 for _ in run)) for (rows, cols), run in
+                    itertools.groupby(blocks, operator.itemgetter(1, 3))]
+            name, blocks = st.value, tuple(blocks)
+            for kernel, tier, cf in dense if st == ShardingType.DATA_PARALLEL else fused:
                 perf, storage = [], []
-                # both models' terms of a shard depend on its size alone, and a layout's blocks come in runs of
-                # one size (RW: at most two runs, DP: one): each run priced once (f5: 1,841 of 6,343 shards)
-                for (rows, cols), run in itertools.groupby(blocks, operator.itemgetter(1, 3)):
-                    n = sum(1 for _ in run)
-                    c = trec.shard_cost(t, st, rows, cols, tier, cf)
-                    m = cost.shard_memory(t, st, rows, cols, tier, cf)
+                for rows, cols, n in runs:  # each model's memo read first (`shard_cost`'s, `shard_memory`'s key)
+                    c = perfs.get((t.name, st, cols, tier, cf)) or trec.shard_cost(t, st, rows, cols, tier, cf)
+                    m = mems.get(("m", t.name, st, rows, cols, tier, cf)) or cost.shard_memory(t, st, rows, cols,
+                                                                                               tier, cf)
                     perf += [(c.fwd_compute, c.fwd_comms, c.bwd_compute, c.bwd_comms, c.optimizer)] * n
                     storage += [(m.get(fast, 0.0), m.get(slow, 0.0) if slow else 0.0)] * n
-                out.append(Option(t.name, st.value, kernel, tuple(perf), tuple(storage), tuple(blocks), cf))
+                out.append(Option(t.name, name, kernel, tuple(perf), tuple(storage), blocks, cf))
     capacity = [(topo.usable(fast), topo.usable(slow) if slow else 0.0)] * W
     return out, capacity, H
+
+
+def _layouts(t: Any, W: int, H: int) -> list[tuple[ShardingType, list[tuple[int, int, int, int]]]]:
+    """TorchRec's layouts of table `t` in its enumeration order, each as (type, blocks (row start, rows, column
+    start, columns)): column-wise in its column blocks, data-parallel, row-wise over all W ranks, table-row-wise
+    over a host of H, table-wise."""
+    n_cw = torchrec_column_pieces(t.dim)
+    width = t.dim // n_cw
+    rw, twrw = row_ranges(t.rows, W), row_ranges(t.rows, H)
+    return [(ShardingType.COLUMN_WISE, [(0, t.rows, i * width, width) for i in range(n_cw)]),
+            (ShardingType.DATA_PARALLEL, [(0, t.rows, 0, t.dim)] * W),
+            (ShardingType.ROW_WISE, [(a, b - a, 0, t.dim) for a, b in rw]),
+            (ShardingType.TABLE_ROW_WISE, [(a, b - a, 0, t.dim) for a, b in twrw]),
+            (ShardingType.TABLE_WISE, [(0, t.rows, 0, t.dim)])]
 
 
 def torchrec_space(workload: PlanWorkload, topo: Topology) -> tuple[list[Option], list[tuple[int, int]], int]:

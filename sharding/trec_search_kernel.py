@@ -20,7 +20,7 @@ import numba
 import numpy as np
 from numba import njit
 
-__all__ = ["partition_rate", "option_terms"]
+__all__ = ["partition_rate", "partition_rate_all", "option_terms", "greedy_sequence"]
 
 UNIFORM, DEVICE, HOST = 0, 1, 2  # option kinds: RW/DP one shard per rank; TW/CW onto ranks; TWRW onto a host
 
@@ -160,7 +160,62 @@ def option_terms(start: np.ndarray, tot: np.ndarray, stor: np.ndarray) -> np.nda
     return out
 
 
+@njit(cache=True)
+def partition_rate_all(props: np.ndarray, kind: np.ndarray, start: np.ndarray, perf: np.ndarray, stor: np.ndarray,
+                       tot: np.ndarray, sums: np.ndarray, cap: np.ndarray, local: int,
+                       ranks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`partition_rate` of each row of `props` in turn (one call for a search's proposals, not one per proposal):
+    per row whether it fits and its rating (0 where not); `ranks` holds the last row's placement."""
+    n = props.shape[0]
+    ok, out = np.zeros(n, np.bool_), np.zeros(n)
+    for i in range(n):
+        ok[i], out[i] = partition_rate(props[i], kind, start, perf, stor, tot, sums, cap, local, ranks)
+    return ok, out
+
+
+@njit(cache=True)
+def _exceeds(keys: np.ndarray, o: int, best: np.ndarray) -> bool:
+    """keys[o] > best as Python compares tuples of floats (the first unequal element decides)."""
+    for j in range(keys.shape[1]):
+        if keys[o, j] != best[j]:
+            return keys[o, j] > best[j]
+    return False
+
+
+@njit(cache=True)
+def greedy_sequence(tstart: np.ndarray, order: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """`trec_search._greedy`'s proposals as rows of option indices: table k's options are
+    `order[tstart[k]:tstart[k + 1]]` (sorted by the proposer's key); after each proposal the first table, in
+    table order, whose current option has the largest storage key (`keys`, above (0, 0, 0, 0)) and a next
+    option moves to it; the sequence ends when none does."""
+    nt = tstart.shape[0] - 1
+    most = 1
+    for k in range(nt):
+        most += tstart[k + 1] - tstart[k] - 1
+    out = np.empty((most, nt), np.int64)
+    cur = np.zeros(nt, np.int64)
+    best = np.zeros(keys.shape[1])
+    m = 0
+    while True:
+        for k in range(nt):
+            out[m, k] = order[tstart[k] + cur[k]]
+        m += 1
+        largest = -1
+        best[:] = 0.0
+        for k in range(nt):
+            if cur[k] + 1 < tstart[k + 1] - tstart[k]:
+                o = order[tstart[k] + cur[k]]
+                if _exceeds(keys, o, best):
+                    largest = k
+                    best[:] = keys[o]
+        if largest < 0:
+            return out[:m]
+        cur[largest] += 1
+
+
 _I1, _F1, _F2 = numba.int64[::1], numba.float64[::1], numba.float64[:, ::1]
 option_terms.compile((_I1, _F1, _F2))
-partition_rate.compile((_I1, _I1, _I1, _F2, _F2, _F1, _F2, _F2, numba.int64, _I1))  # at import, from numba's
+partition_rate.compile((_I1, _I1, _I1, _F2, _F2, _F1, _F2, _F2, numba.int64, _I1))
+partition_rate_all.compile((numba.int64[:, ::1], _I1, _I1, _F2, _F2, _F1, _F2, _F2, numba.int64, _I1))
+greedy_sequence.compile((_I1, _I1, _F2))  # at import, from numba's
 # disk cache once compiled (as `split_kernel`'s)

@@ -11,7 +11,7 @@ from sharding import CostModel, PlanWorkload, load_topology, optimize
 from sharding.baselines import BASELINES
 from sharding.layouts import table_plan
 from sharding.plan import ShardingPlan, ShardingType
-from sharding.rank_sums import SPAN_MIN, RankSums
+from sharding.rank_sums import SPAN_MIN, RankSums, add_terms
 from sharding.tablesets import load_tables
 from sharding.trec_cost import TorchRecCostModel
 
@@ -188,3 +188,51 @@ def test_the_cost_models_sums_on_runs_of_ranks_are_the_former_adds_bit_for_bit()
             assert held == held0 and list(mem) == list(mem0) and all(_bits(mem[k]) == _bits(mem0[k]) for k in mem0)
         assert _bits(TorchRecCostModel(wl, topo).rank_loads(plan)) == _bits(
             _former_rank_loads(TorchRecCostModel(wl, topo), plan))
+
+
+def _former_total(sums: RankSums, n_rows: int, world: int) -> np.ndarray:
+    """`RankSums.total` before its integers were packed in one array: eight arrays for `add_terms`."""
+    from itertools import chain
+    from operator import itemgetter
+
+    def offsets(seqs: list, n: int) -> np.ndarray:
+        out = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, seqs), np.int64, n), out=out[1:])
+        return out
+
+    g, n = sums.groups, len(sums.groups)
+    at, vals, where = (list(map(itemgetter(i), g)) for i in range(3))
+    every = list(range(world))
+    span = [k if k >= SPAN_MIN and x == every[x[0]:x[0] + k] else 0 for x, k in zip(where, map(len, where), strict=True)]
+    listed = [() if k else x for x, k in zip(where, span, strict=True)]
+    out = np.zeros((n_rows, world))
+    add_terms(out, np.fromiter(chain.from_iterable(at), np.int64), np.fromiter(chain.from_iterable(vals), np.float64),
+              offsets(at, n), np.fromiter(chain.from_iterable(listed), np.int64), offsets(listed, n),
+              np.fromiter([x[0] if k else 0 for x, k in zip(where, span, strict=True)], np.int64, n),
+              np.array(span, dtype=np.int64))
+    return out
+
+
+@pytest.mark.parametrize("world", [1, 7, SPAN_MIN - 1, SPAN_MIN, 80])
+def test_packed_sums_are_the_former_eight_array_sums_bit_for_bit(world: int) -> None:
+    """`RankSums.total` (one packed int array, `add_packed`; below `SPAN_MIN` ranks no run check) against the
+    former eight-array `add_terms` call: random shapes (several rows each, repeated and scattered ranks, runs of
+    consecutive ranks, tuples and lists, empty rank lists), and no shape at all."""
+    rng = np.random.default_rng(world)
+    for case in range(30):
+        sums = RankSums()
+        for _ in range(int(rng.integers(0, 40)) if case else 0):
+            at = tuple(int(q) for q in rng.integers(0, 5, rng.integers(1, 5)))
+            vals = tuple(float(x) for x in rng.standard_normal(len(at)) * 10.0 ** rng.integers(-8, 8, len(at)))
+            kind = int(rng.integers(0, 4))
+            if kind == 0:  # a run, possibly long enough
+                first = int(rng.integers(0, world))
+                where = list(range(first, int(rng.integers(first, world + 1))))
+            elif kind == 1:
+                where = [int(r) for r in rng.integers(0, world, rng.integers(0, 2 * world + 2))]
+            elif kind == 2:
+                where = tuple(range(world))  # a tuple is never passed as a run
+            else:
+                where = list(range(world))
+            sums.groups.append((at, vals, where))
+        assert _bits(sums.total(5, world)) == _bits(_former_total(sums, 5, world))

@@ -203,3 +203,105 @@ def test_compiled_search_agrees_with_the_python_partitioner_on_family_instances(
     space, capacity, local = model_space(CostModel(inst.workload, rt), TorchRecCostModel(inst.workload, rt))
     stats = _same_search(space, capacity, local, TREC_SEARCH_WORK)
     assert stats.proposals > 30 and (stats.plans > 0) == (seed != 54)
+
+
+def _as_rows(proposals, space) -> list[list[int]]:
+    index = {id(o): j for j, o in enumerate(space)}
+    return [[index[id(o)] for o in p] for p in proposals]
+
+
+def test_proposers_index_rows_are_the_python_proposers_sequences() -> None:
+    """`_index_proposers` (grid, the compiled greedy by depth and by breadth, uniform: rows of option indices)
+    against the Python generators on `Option`'s own terms, proposal by proposal: random spaces (ties in depth,
+    breadth and storage keys; a third with the options shuffled, so tables interleave) and family instances;
+    the shuffled spaces' whole searches against the Python partitioner too."""
+    import random
+
+    from sharding.family import instance
+    from sharding.trec_search import _Arrays, _greedy, _grid, _index_proposers, _Terms, _uniform
+    rng = random.Random(17)
+    spaces, shuffled = [], 0
+    for _ in range(60):
+        local = rng.choice([1, 2, 4])
+        world = local * rng.choice([1, 2, 3])
+        space, capacity = _random_space(rng, world, local, rng.randint(1, 6))
+        if rng.random() < 0.3:
+            rng.shuffle(space)
+            shuffled += 1
+            _same_search(space, capacity, local, rng.choice([None, 60]))
+        spaces.append((space, capacity, local))
+    for seed in (41, 88, 118):
+        inst = instance(seed)
+        rt = inst.topology.reserve_inputs(inst.workload.ids_per_batch)
+        spaces.append(model_space(CostModel(inst.workload, rt), TorchRecCostModel(inst.workload, rt)))
+    lengths = {"grid": 0, "greedy": 0, "greedy-breadth": 0, "uniform": 0}
+    for space, capacity, local in spaces:
+        by_table: dict[str, list[Option]] = {}
+        for o in space:
+            by_table.setdefault(o.table, []).append(o)
+        terms = _Terms()
+        ref = {"grid": _grid(by_table, terms), "greedy": _greedy(by_table, terms.depth, terms),
+               "greedy-breadth": _greedy(by_table, terms.breadth, terms), "uniform": _uniform(space, terms)}
+        got = _index_proposers(space, _Arrays(space, capacity, local))
+        assert [name for name, _ in got] == list(ref)
+        for name, rows in got:
+            assert rows.tolist() == _as_rows(ref[name], space), name
+            lengths[name] += len(rows) > 1
+    assert shuffled > 10 and min(lengths.values()) > 5  # every proposer exercised beyond one proposal
+
+
+def _former_model_space(cost, trec) -> tuple:
+    """`model_space` before its runs were found once per layout and its terms read from the memos first."""
+    import itertools
+    import operator
+
+    from sharding.layouts import row_ranges, torchrec_column_pieces
+    from sharding.plan import ShardingType
+    topo, workload = cost.topology, cost.workload
+    fast = topo.fast.name
+    slow = topo.tiers[1].name if len(topo.tiers) > 1 and topo.device == "cuda" else None
+    W, H = topo.world_size, min(topo.ranks_per_host, topo.world_size)
+    out = []
+    for t in workload.tables:
+        n_cw = torchrec_column_pieces(t.dim)
+        width = t.dim // n_cw
+        rw, twrw = row_ranges(t.rows, W), row_ranges(t.rows, H)
+        layouts = [(ShardingType.COLUMN_WISE, [(0, t.rows, i * width, width) for i in range(n_cw)]),
+                   (ShardingType.DATA_PARALLEL, [(0, t.rows, 0, t.dim)] * W),
+                   (ShardingType.ROW_WISE, [(a, b - a, 0, t.dim) for a, b in rw]),
+                   (ShardingType.TABLE_ROW_WISE, [(a, b - a, 0, t.dim) for a, b in twrw]),
+                   (ShardingType.TABLE_WISE, [(0, t.rows, 0, t.dim)])]
+        for st, blocks in layouts:
+            kernels = [("dense", fast, 0.0)] if st == ShardingType.DATA_PARALLEL else [("fused", fast, 0.0)] + (
+                [("fused_uvm", slow, 0.0), ("fused_uvm_caching", slow, 0.2)] if slow else [])
+            for kernel, tier, cf in kernels:
+                perf, storage = [], []
+                for (rows, cols), run in itertools.groupby(blocks, operator.itemgetter(1, 3)):
+                    n = sum(1 for _ in run)
+                    c = trec.shard_cost(t, st, rows, cols, tier, cf)
+                    m = cost.shard_memory(t, st, rows, cols, tier, cf)
+                    perf += [(c.fwd_compute, c.fwd_comms, c.bwd_compute, c.bwd_comms, c.optimizer)] * n
+                    storage += [(m.get(fast, 0.0), m.get(slow, 0.0) if slow else 0.0)] * n
+                out.append(Option(t.name, st.value, kernel, tuple(perf), tuple(storage), tuple(blocks), cf))
+    capacity = [(topo.usable(fast), topo.usable(slow) if slow else 0.0)] * W
+    return out, capacity, H
+
+
+@pytest.mark.parametrize("seed", [5, 41, 73, 88, 118])
+def test_model_space_is_the_former_enumeration_bit_for_bit(seed) -> None:
+    """`model_space` (runs once per layout, memos read first) against the former per-kernel calls: the same
+    options (repr: every float's digits), capacity and local size, on fresh models (each memo then holds the
+    same entries in the same order) and on models whose memos hold some entries already (as in `optimize`)."""
+    from sharding.family import instance
+    from sharding.plan import ShardingType
+    inst = instance(seed)
+    rt = inst.topology.reserve_inputs(inst.workload.ids_per_batch)
+    pairs = [(CostModel(inst.workload, rt), TorchRecCostModel(inst.workload, rt)) for _ in range(3)]
+    got, want = model_space(*pairs[0]), _former_model_space(*pairs[1])
+    assert repr(got) == repr(want) and len(got[0]) >= 5 * len(inst.workload.tables)
+    assert all(repr(a._memo) == repr(b._memo) for a, b in zip(pairs[0], pairs[1], strict=True))
+    cost, trec = pairs[2]
+    for t in inst.workload.tables[::2]:  # entries priced before the search, in another order
+        cost.shard_memory(t, ShardingType.TABLE_WISE, t.rows, t.dim, rt.fast.name)
+        trec.shard_cost(t, ShardingType.TABLE_WISE, t.rows, t.dim, rt.fast.name)
+    assert repr(model_space(cost, trec)) == repr(want)

@@ -40,7 +40,7 @@ from embedding.spec import TableSpec
 from sharding.cost import CostModel
 from sharding.layouts import table_plan
 from sharding.plan import ShardingPlan, ShardingType, TablePlan
-from sharding.relayout_kernel import over_cap, price_change, scatter_block
+from sharding.relayout_kernel import over_cap, price_change, scatter_rows
 from sharding.search import STYPES
 from sharding.trec_cost import TorchRecCostModel
 
@@ -69,7 +69,8 @@ class _Delta:
         self.coll: list[tuple[int, bool]] = []  # per collective row: its group, priced by the mean
         self.latency: dict[tuple, float] = {}  # groups present -> latency (no stage overheads: no fixed work)
         self.outside = cost.outside()
-        self.seen: dict[int, tuple] = {}  # id(table plan) -> (it, `_block`, TorchRec's loads, `memory`)
+        self.seen: dict[int, list] = {}  # id(table plan) -> `_entry`
+        self.tiers = {x.name: i for i, x in enumerate(cost.topology.tiers)}  # `memory`'s rows
         self.masks: dict[int, float] = {}  # groups present (bits) -> latency
         self.fast = not cost.topology.stage_overhead  # `price_change` (no per-holder stage costs), else the reference
         self._rebase(plan)
@@ -97,59 +98,76 @@ class _Delta:
         self.cgroup, self.cmean = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.bool_)
 
     def _of(self, tp: TablePlan) -> list:
-        """[tp, `_block`, `_loads`, `memory`] of one table plan (each None until asked for), kept by its identity
-        (`relayout` makes each option's table plan once; a cache by shards' shapes and ranks behind this one saved
-        only the rare re-make of an input plan's table plan, for a key per table plan)."""
+        """`_entry` of one table plan, kept by its identity (`relayout` makes each option's table plan once; a cache
+        by shards' shapes and ranks behind this one saved only the rare re-make of an input plan's table plan, for a
+        key per table plan)."""
         got = self.seen.get(id(tp))
         if got is None or got[0] is not tp:
-            got = self.seen[id(tp)] = [tp, None, None, None]
+            got = self.seen[id(tp)] = self._entry(tp)
         return got
 
-    def _block(self, tp: TablePlan) -> tuple[np.ndarray, np.ndarray]:
-        """(rows, their seconds or counts per rank) of one table plan."""
-        got = self._of(tp)
-        if got[1] is None:
-            got[1] = self._make_block(tp)
-        return got[1]
-
-    def _loads(self, tp: TablePlan) -> np.ndarray:
-        """TorchRec's per-rank loads (`TorchRecCostModel.rank_loads`) of one table plan."""
-        got = self._of(tp)
-        if got[2] is None:
-            got[2] = np.zeros(self.w)
-            if self.trec is not None:
-                t, st = self.cost.tables[tp.name], tp.sharding_type
-                for (rows, cols, tier, cf), where in tp.alike().items():
-                    np.add.at(got[2], np.asarray(where, dtype=np.int64),
-                              self.trec.shard_cost(t, st, rows, cols, tier, cf).total)
-        return got[2]
-
-    def memory(self, tp: TablePlan, tiers: list[str]) -> np.ndarray:
-        """`_memory` of a table plan (read only): trials that do not fit are not priced."""
-        got = self._of(tp)
-        if got[3] is None:
-            got[3] = _memory(self.cost, tp, tiers)
-        return got[3]
-
-    def _make_block(self, tp: TablePlan) -> tuple[np.ndarray, np.ndarray]:
-        """(rows, their seconds or counts per rank) of one table plan, summed in one compiled call
-        (`relayout_kernel.scatter_block`; issue 16: one `np.add.at` per row and shape was ~35 µs a table plan, 40%
-        of `relayout` on f41): the same additions in the same order as `_make_block_reference`, so the same bits."""
-        cost, g, st = self.cost, STYPES.index(tp.sharding_type), tp.sharding_type
-        t, at, vals, where, starts, wstarts = cost.tables[tp.name], [], [], [], [0], [0]
+    def _entry(self, tp: TablePlan) -> list:
+        """[tp, `_block` (None until priced), TorchRec's loads, `memory`, (collective keys, block on their rows)] of
+        one table plan, all summed in one compiled call (`relayout_kernel.scatter_rows`). Why: one `np.add.at` per
+        shape for the loads and per shape and tier for the memory, and a kernel call for the block, took ~21 µs a
+        table plan on f41 of `sharding.family` (67 a call), half of `relayout`. Each (row, rank) gets the same
+        additions in the same order as in `_entry_reference` (shape by shape, rank by rank, from 0), so the same
+        bits; the block's collectives are kept by key and get their rows of the sums table when first priced
+        (`_block`), as `_make_block_reference` gives them rows, so rows are numbered in the same order."""
+        cost, st = self.cost, tp.sharding_type
+        t, tiers, trec = cost.tables[tp.name], self.tiers, self.trec
+        local: dict[tuple, int] = {}  # collective key -> its row, from 4 in first-seen order
+        at, vals, where, starts, wstarts = [], [], [], [0], [0]  # rows < 0 from the end: the loads', the tiers'
+        last = len(tiers)
         for (rows, cols, tier, cf), ranks in tp.alike().items():
             _, v, keys = cost._terms(t, st, rows, cols, tier, cf, False)
-            at += [0, 1, 2, 3 + g, *[self._row(k) for k, _ in keys]]
+            at += [0, 1, 2, 3, *[local.setdefault(k, 4 + len(local)) for k, _ in keys]]
             vals += [v[0], v[1], v[2], 1.0, *v[4:]]
+            if trec is not None:
+                at.append(-1 - last)
+                vals.append(trec.shard_cost(t, st, rows, cols, tier, cf).total)
+            for k, m in cost.shard_memory(t, st, rows, cols, tier, cf).items():
+                at.append(tiers[k] - last)
+                vals.append(m)
             where += ranks
             starts.append(len(at))
             wstarts.append(len(where))
-        return scatter_block(self.w, np.array(at, dtype=np.int64), np.array(vals, dtype=np.float64),
-                             np.array(starts, dtype=np.int64), np.array(where, dtype=np.int64),
-                             np.array(wstarts, dtype=np.int64))
+        c = 4 + len(local)
+        out = scatter_rows(c + 1 + len(tiers), self.w, np.array(at, dtype=np.int64), np.array(vals, dtype=np.float64),
+                           np.array(starts, dtype=np.int64), np.array(where, dtype=np.int64),
+                           np.array(wstarts, dtype=np.int64))
+        return [tp, None, out[c], out[c + 1:], (tuple(local), out[:c])]
+
+    def _entry_reference(self, tp: TablePlan) -> list:
+        """`_entry` by `np.add.at` (`_make_block_reference`, `_memory`, and TorchRec's loads shape by shape)."""
+        loads = np.zeros(self.w)
+        if self.trec is not None:
+            t, st = self.cost.tables[tp.name], tp.sharding_type
+            for (rows, cols, tier, cf), where in tp.alike().items():
+                np.add.at(loads, np.asarray(where, dtype=np.int64),
+                          self.trec.shard_cost(t, st, rows, cols, tier, cf).total)
+        return [tp, None, loads, _memory(self.cost, tp, list(self.tiers)), None]
+
+    def _block(self, tp: TablePlan) -> tuple[np.ndarray, np.ndarray]:
+        """(rows of the sums table, their seconds or counts per rank) of one table plan (rows 0-3 of `_entry`'s block
+        are the work rows and the group's shard count)."""
+        got = self._of(tp)
+        if got[1] is None and got[4] is None:  # `_entry_reference`'s
+            got[1] = self._make_block_reference(tp)
+        elif got[1] is None:
+            keys, block = got[4]
+            got[1] = (np.array([0, 1, 2, 3 + STYPES.index(tp.sharding_type), *[self._row(k) for k in keys]],
+                               dtype=np.int64), block)
+        return got[1]
+
+    def memory(self, tp: TablePlan) -> np.ndarray:
+        """`_memory` of a table plan (read only; rows: the topology's tiers in order): trials that do not fit are
+        not priced."""
+        return self._of(tp)[3]
 
     def _make_block_reference(self, tp: TablePlan) -> tuple[np.ndarray, np.ndarray]:
-        """`_make_block` by `np.add.at`, row by row and shape by shape (tests check the two agree bit for bit)."""
+        """`_block` by `np.add.at`, row by row and shape by shape, rows ascending (tests check `_entry` against it
+        bit for bit)."""
         cost, w, st = self.cost, self.w, tp.sharding_type
         t, g = cost.tables[tp.name], STYPES.index(st)
         local: dict[int, np.ndarray] = {}
@@ -176,7 +194,7 @@ class _Delta:
         for name, tp in change.items():
             for x in (self.tables[name], tp):
                 e = self._of(x)
-                parts += [*(e[1] or self._block(x)), e[2] if e[2] is not None else self._loads(x)]
+                parts += [*(e[1] or self._block(x)), e[2]]
         if len(parts) == 6:
             parts += _NONE
         if len(self.sums) < 3 + self.g + len(self.coll):  # a collective first seen in this change: zero rows
@@ -304,7 +322,7 @@ def relayout(cost: CostModel, trec: TorchRecCostModel, plan: ShardingPlan, evals
             for i, change in enumerate(_options(cost, plan, name, pareto, make)):
                 if spent >= evals:
                     break
-                new = {n: delta.memory(tp, tiers) for n, tp in change.items()}
+                new = {n: delta.memory(tp) for n, tp in change.items()}
                 if _over(used, cap_row, new, mem):
                     continue
                 spent += 1

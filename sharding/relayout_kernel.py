@@ -14,7 +14,7 @@ import numba
 import numpy as np
 from numba import njit
 
-__all__ = ["over_cap", "price_change", "scatter_block"]
+__all__ = ["over_cap", "price_change", "scatter_rows"]
 
 
 @njit(cache=True)
@@ -82,23 +82,22 @@ def price_change(sums: np.ndarray, rmax: np.ndarray, rsum: np.ndarray, tload: np
 
 
 @njit(cache=True)
-def scatter_block(w: int, at: np.ndarray, vals: np.ndarray, starts: np.ndarray, where: np.ndarray,
-                  wstarts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """`relayout._Delta._make_block_reference` in one call: (the rows touched, ascending; their sums per rank) of
-    shapes s (rows `at[starts[s]:starts[s + 1]]`, values `vals[...]` alike, ranks `where[wstarts[s]:wstarts[s + 1]]`),
-    each value added to its row at each of the shape's ranks, shape by shape, row by row, rank by rank: the order
-    of `np.add.at` there, so each element gets the same additions in the same order (repeats included)."""
-    order = np.unique(at)
-    pos = np.full(order[-1] + 1 if order.shape[0] else 0, -1, dtype=np.int64)
-    for i in range(order.shape[0]):
-        pos[order[i]] = i
-    block = np.zeros((order.shape[0], w))
+def scatter_rows(n: int, w: int, at: np.ndarray, vals: np.ndarray, starts: np.ndarray, where: np.ndarray,
+                 wstarts: np.ndarray) -> np.ndarray:
+    """`relayout._Delta._entry`'s sums in one call: an (n, w) table, zero but for shapes s (rows `at[starts[s]:
+    starts[s + 1]]`, values `vals[...]` alike, ranks `where[wstarts[s]:wstarts[s + 1]]`), each value added to its row
+    at each of the shape's ranks, shape by shape, row by row, rank by rank: the order of `np.add.at` per shape and
+    row in `_entry_reference`, so each element gets the same additions in the same order (repeats included). A
+    row r < 0 is row n + r (the loads' and the tiers' rows, last, whose index the caller writes before knowing n)."""
+    out = np.zeros((n, w))
     for s in range(starts.shape[0] - 1):
         for j in range(starts[s], starts[s + 1]):
-            p, v = pos[at[j]], vals[j]
+            r, v = at[j], vals[j]
+            if r < 0:
+                r += n
             for q in range(wstarts[s], wstarts[s + 1]):
-                block[p, where[q]] += v
-    return order, block
+                out[r, where[q]] += v
+    return out
 
 
 @njit(cache=True)
@@ -120,5 +119,5 @@ def over_cap(used: np.ndarray, cap: np.ndarray, n1: np.ndarray, n2: np.ndarray, 
 
 _V, _M, _I = numba.float64[::1], numba.float64[:, ::1], numba.int64[::1]  # compiled at import (numba's disk cache)
 price_change.compile((_M, _V, _V, _V, *((_I, _M, _V) * 4), numba.int64, _I, numba.boolean[::1]))
-scatter_block.compile((numba.int64, _I, _V, _I, _I, _I))
+scatter_rows.compile((numba.int64, numba.int64, _I, _V, _I, _I, _I))
 over_cap.compile((_M, _V, _M, _M, _M, _M, numba.boolean))

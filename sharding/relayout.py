@@ -79,7 +79,8 @@ class _Delta:
         """The current plan's sums, from `CostModel._accumulate` (one compiled call: a table's own rows are made
         only when it is changed, `price`) and its shards per group and rank."""
         self.tables, self.terms = dict(plan.tables), {}
-        parts, _, coll, _, _ = self.cost._accumulate(plan, memory=False)
+        parts, _, coll, groups, _ = self.cost._accumulate(plan, memory=False)
+        self.now = (parts, coll, groups)  # `step`'s
         rows = {k: self._row(k) for k in coll}
         held: list[list[int]] = [[] for _ in range(self.g)]
         for tp in plan.tables.values():
@@ -96,6 +97,22 @@ class _Delta:
         self.rmax, self.rsum = self.sums.max(axis=1), self.sums.sum(axis=1)
         self.plan, self.tload = plan, None  # TorchRec's per-rank loads: at the first `price` (most trials do not fit)
         self.cgroup, self.cmean = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.bool_)
+
+    def step(self) -> float:
+        """`CostModel.plan_cost` of the current plan: `_step` of `_rebase`'s `_accumulate`, as `plan_cost` takes it
+        (the same bits; one `_accumulate` fewer per `relayout` call, ~50 µs on f41 of `sharding.family`)."""
+        return self.cost._step(*self.now, self.w)[0]
+
+    def rating(self) -> float:
+        """TorchRec's `plan_cost` of the current plan (the maximum of its `rank_loads`), from the loads `price`
+        reads (one `rank_loads` fewer per call of the polish)."""
+        return float(self._tload().max())
+
+    def _tload(self) -> np.ndarray:
+        """TorchRec's per-rank loads of the current plan: made when first asked for (most trials do not fit)."""
+        if self.tload is None:
+            self.tload = self.trec.rank_loads(self.plan) if self.trec is not None else np.zeros(self.w)
+        return self.tload
 
     def _of(self, tp: TablePlan) -> list:
         """`_entry` of one table plan, kept by its identity (`relayout` makes each option's table plan once; a cache
@@ -204,9 +221,7 @@ class _Delta:
         if len(self.cgroup) != len(self.coll):
             self.cgroup = np.array([c[0] for c in self.coll], dtype=np.int64)
             self.cmean = np.array([c[1] for c in self.coll], dtype=np.bool_)
-        if self.tload is None:
-            self.tload = self.trec.rank_loads(self.plan) if self.trec is not None else np.zeros(self.w)
-        work, comms, mask, rating = price_change(self.sums, self.rmax, self.rsum, self.tload, *parts, self.g,
+        work, comms, mask, rating = price_change(self.sums, self.rmax, self.rsum, self._tload(), *parts, self.g,
                                                  self.cgroup, self.cmean)
         if not self.fast:
             return self.price_reference(change), rating
@@ -265,11 +280,13 @@ def _memory(cost: CostModel, tp: TablePlan, tiers: list[str]) -> np.ndarray:
 
 
 def _options(cost: CostModel, plan: ShardingPlan, name: str, replicas: bool = False,
-             make: Callable[..., TablePlan] = table_plan) -> Iterator[dict[str, TablePlan]]:
+             make: Callable[..., TablePlan] = table_plan, twrw: dict[str, tuple] | None = None,
+             ) -> Iterator[dict[str, TablePlan]]:
     """The re-layouts tried for table `name`: row-wise over all ranks (`replicas`: then data-parallel, where the
     table is in the fast tier); a table-row-wise table on each other host, and swapped with each table-row-wise
     table on another host (same tier and cache fraction as now). `make`: `table_plan`, or `relayout`'s memo of it
-    (the same options recur over passes: one table plan each, priced once)."""
+    (the same options recur over passes: one table plan each, priced once); `twrw`: `_twrw(cost, plan)`, which
+    `relayout` keeps per plan."""
     topo, tp = cost.topology, plan.tables[name]
     t, w, h = cost.tables[name], topo.world_size, min(topo.ranks_per_host, topo.world_size)
     (_, _, tier, fraction), ranks = next(iter(tp.alike().items()))
@@ -282,13 +299,26 @@ def _options(cost: CostModel, plan: ShardingPlan, name: str, replicas: bool = Fa
         for other in range(topo.num_hosts):
             if other != host:
                 yield {name: make(t, TWRW, list(range(other * h, other * h + h)), tier, fraction)}
-        mine = tp.ranks
-        for m, tq in plan.tables.items():
-            if tq.sharding_type == TWRW:
-                (_, _, tier_m, fraction_m), ranks_m = next(iter(tq.alike().items()))
-                if min(ranks_m) // h != host:
-                    yield {name: make(t, TWRW, tq.ranks, tier, fraction),
-                           m: make(cost.tables[m], TWRW, mine, tier_m, fraction_m)}
+        twrw = _twrw(cost, plan) if twrw is None else twrw
+        mine = twrw[name][4]
+        for m, (_, host_m, tier_m, fraction_m, ranks_m) in twrw.items():
+            if host_m != host:
+                yield {name: make(t, TWRW, ranks_m, tier, fraction),
+                       m: make(cost.tables[m], TWRW, mine, tier_m, fraction_m)}
+
+
+def _twrw(cost: CostModel, plan: ShardingPlan) -> dict[str, tuple]:
+    """Per table-row-wise table of `plan`, in plan order: (its table plan, its host (that of its first shape's
+    least rank), tier and cache fraction (its first shape's), its shards' ranks). Why: `_options` read these of
+    every table-row-wise table for each table tried (f41 of `sharding.family`: 14 × 13 a call); `relayout` makes
+    them once per plan."""
+    h = min(cost.topology.ranks_per_host, cost.topology.world_size)
+    out = {}
+    for m, tq in plan.tables.items():
+        if tq.sharding_type == TWRW:
+            (_, _, tier_m, fraction_m), ranks_m = next(iter(tq.alike().items()))
+            out[m] = (tq, min(ranks_m) // h, tier_m, fraction_m, tq.ranks)
+    return out
 
 
 def relayout(cost: CostModel, trec: TorchRecCostModel, plan: ShardingPlan, evals: int, t_cap: float,
@@ -300,12 +330,13 @@ def relayout(cost: CostModel, trec: TorchRecCostModel, plan: ShardingPlan, evals
     tiers = [x.name for x in topo.tiers]
     cap = np.array([[topo.usable(x)] for x in tiers]) * (1 + 1e-12)
     cap_row = np.ascontiguousarray(cap[:, 0])  # `_over`'s form of it, the same values
-    mem = {n: _memory(cost, tp, tiers) for n, tp in plan.tables.items()}
-    used = sum(mem.values())
-    ours, tr = cost.plan_cost(plan), (trec.plan_cost(plan) if pareto else 0.0)  # tr: read only in the polish
-    order = sorted(plan.tables, key=lambda n: -cost.tables[n].pooling.expected * cost.tables[n].dim)
     delta = _Delta(cost, plan, trec)
+    mem = {n: delta.memory(tp) for n, tp in plan.tables.items()}  # `_memory`'s bits (its entries are priced later)
+    used = sum(mem.values())
+    ours, tr = delta.step(), (delta.rating() if pareto else 0.0)  # `plan_cost` of both; tr: read only in the polish
+    order = sorted(plan.tables, key=lambda n: -cost.tables[n].pooling.expected * cost.tables[n].dim)
     made: dict[tuple, TablePlan] = {}
+    twrw = _twrw(cost, plan)  # `_options`' view of the plan
 
     def make(t: TableSpec, st: ShardingType, ranks: list[int], tier: str, fraction: float) -> TablePlan:
         key = (t.name, st, tuple(ranks), tier, fraction)
@@ -319,7 +350,7 @@ def relayout(cost: CostModel, trec: TorchRecCostModel, plan: ShardingPlan, evals
             if quiet >= len(order) or spent >= evals:  # every table tried on this plan: a further pass would
                 break  # repeat their trials; or no evaluation left (the rest would be tried on none)
             trials = []  # (incremental prices, option index, change, its memory) of the trials that could pass
-            for i, change in enumerate(_options(cost, plan, name, pareto, make)):
+            for i, change in enumerate(_options(cost, plan, name, pareto, make, twrw)):
                 if spent >= evals:
                     break
                 new = {n: delta.memory(tp) for n, tp in change.items()}
@@ -340,6 +371,7 @@ def relayout(cost: CostModel, trec: TorchRecCostModel, plan: ShardingPlan, evals
                 used = used + sum(new.values()) - sum(mem[n] for n in new)
                 mem.update(new)
                 delta.apply(change)
+                twrw = _twrw(cost, plan)
                 moved, quiet = True, 0  # this table too was tried on the plan before its change only
             else:
                 quiet += 1

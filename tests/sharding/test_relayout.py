@@ -318,3 +318,59 @@ def test_relayout_makes_the_same_plans_with_the_numpy_block_and_memory_test(monk
     slow = [relayout(*r) for r in runs]
     assert sum(x is not None for x in fast) >= 8
     assert [x and x.to_dict() for x in fast] == [x and x.to_dict() for x in slow]
+
+
+def _options_reference(cost, plan, name, replicas=False):  # noqa: ANN001, ANN202
+    """`_options` as it was, reading every table-row-wise table's host, tier and ranks for each table tried."""
+    topo, tp = cost.topology, plan.tables[name]
+    t, w, h = cost.tables[name], topo.world_size, min(topo.ranks_per_host, topo.world_size)
+    (_, _, tier, fraction), ranks = next(iter(tp.alike().items()))
+    if tp.sharding_type != RW and w > 1:
+        yield {name: table_plan(t, RW, list(range(w)), tier, fraction)}
+    if replicas and tp.sharding_type != DP and w > 1 and tier == topo.fast.name:
+        yield {name: table_plan(t, DP, list(range(w)), tier, 0.0)}
+    if tp.sharding_type == TWRW and topo.num_hosts > 1:
+        host = min(ranks) // h
+        for other in range(topo.num_hosts):
+            if other != host:
+                yield {name: table_plan(t, TWRW, list(range(other * h, other * h + h)), tier, fraction)}
+        mine = tp.ranks
+        for m, tq in plan.tables.items():
+            if tq.sharding_type == TWRW:
+                (_, _, tier_m, fraction_m), ranks_m = next(iter(tq.alike().items()))
+                if min(ranks_m) // h != host:
+                    yield {name: table_plan(t, TWRW, tq.ranks, tier, fraction),
+                           m: table_plan(cost.tables[m], TWRW, mine, tier_m, fraction_m)}
+
+
+def test_the_options_from_the_plans_table_row_wise_view_and_the_delta_ratings_are_the_direct_ones() -> None:
+    """`_options` with `_twrw` (each table-row-wise table's host, tier and ranks read once per plan) yields the
+    options of the former generator, in order, on `relayout`'s inputs in `optimize` on family instances and on
+    seeded random plans (two hosts, swaps); `_Delta.step` and `_Delta.rating` are `plan_cost` of both models bit
+    for bit, also after a change is applied."""
+    import numpy as np
+
+    from sharding.relayout import _Delta, _options, _twrw
+    _, cost0, trec0, tabs = _case(3)
+    runs = [(c, r, p) for c, r, p, *_ in _relayout_inputs((41, 54, 73, 118))] + [
+        (cost0, trec0, p) for p in _random_starts(tabs)]
+    yielded, swaps = 0, 0
+    for cost, trec, plan in runs:
+        twrw = _twrw(cost, plan)
+        for name in plan.tables:
+            for replicas in (False, True):
+                got = list(_options(cost, plan, name, replicas, twrw=twrw))
+                want = list(_options_reference(cost, plan, name, replicas))
+                assert [list(c) for c in got] == [list(c) for c in want]
+                assert [[(x.sharding_type, x.alike(), x.ranks) for x in c.values()] for c in got] == [
+                    [(x.sharding_type, x.alike(), x.ranks) for x in c.values()] for c in want]
+                yielded, swaps = yielded + len(got), swaps + sum(len(c) == 2 for c in got)
+        delta = _Delta(cost, plan, trec)
+        bits = [np.float64(x).tobytes() for x in (delta.step(), delta.rating())]
+        assert bits == [np.float64(x).tobytes() for x in (cost.plan_cost(plan), trec.plan_cost(plan))]
+        name, change = next((n, c) for n in plan.tables for c in _options(cost, plan, n, True))
+        delta.apply(change)
+        after = ShardingPlan(plan.world_size, {**plan.tables, **change})
+        bits = [np.float64(x).tobytes() for x in (delta.step(), delta.rating())]
+        assert bits == [np.float64(x).tobytes() for x in (cost.plan_cost(after), trec.plan_cost(after))]
+    assert yielded > 500 and swaps > 100

@@ -150,9 +150,8 @@ class _Delta:
             starts.append(len(at))
             wstarts.append(len(where))
         c = 4 + len(local)
-        out = scatter_rows(c + 1 + len(tiers), self.w, np.array(at, dtype=np.int64), np.array(vals, dtype=np.float64),
-                           np.array(starts, dtype=np.int64), np.array(where, dtype=np.int64),
-                           np.array(wstarts, dtype=np.int64))
+        out = scatter_rows(c + 1 + len(tiers), self.w, np.array(at + starts + where + wstarts, dtype=np.int64),
+                           np.array(vals, dtype=np.float64), len(starts), len(where))
         return [tp, None, out[c], out[c + 1:], (tuple(local), out[:c])]
 
     def _entry_reference(self, tp: TablePlan) -> list:

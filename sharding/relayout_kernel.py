@@ -82,13 +82,16 @@ def price_change(sums: np.ndarray, rmax: np.ndarray, rsum: np.ndarray, tload: np
 
 
 @njit(cache=True)
-def scatter_rows(n: int, w: int, at: np.ndarray, vals: np.ndarray, starts: np.ndarray, where: np.ndarray,
-                 wstarts: np.ndarray) -> np.ndarray:
+def scatter_rows(n: int, w: int, ints: np.ndarray, vals: np.ndarray, m: int, k: int) -> np.ndarray:
     """`relayout._Delta._entry`'s sums in one call: an (n, w) table, zero but for shapes s (rows `at[starts[s]:
     starts[s + 1]]`, values `vals[...]` alike, ranks `where[wstarts[s]:wstarts[s + 1]]`), each value added to its row
     at each of the shape's ranks, shape by shape, row by row, rank by rank: the order of `np.add.at` per shape and
     row in `_entry_reference`, so each element gets the same additions in the same order (repeats included). A
-    row r < 0 is row n + r (the loads' and the tiers' rows, last, whose index the caller writes before knowing n)."""
+    row r < 0 is row n + r (the loads' and the tiers' rows, last, whose index the caller writes before knowing n).
+    `ints`: `at` (as many as `vals`), `starts` (`m`), `where` (`k`) and `wstarts` (`m`) in one array (one conversion
+    of the caller's lists, not four)."""
+    a = vals.shape[0]
+    at, starts, where, wstarts = ints[:a], ints[a:a + m], ints[a + m:a + m + k], ints[a + m + k:]
     out = np.zeros((n, w))
     for s in range(starts.shape[0] - 1):
         for j in range(starts[s], starts[s + 1]):
@@ -119,5 +122,5 @@ def over_cap(used: np.ndarray, cap: np.ndarray, n1: np.ndarray, n2: np.ndarray, 
 
 _V, _M, _I = numba.float64[::1], numba.float64[:, ::1], numba.int64[::1]  # compiled at import (numba's disk cache)
 price_change.compile((_M, _V, _V, _V, *((_I, _M, _V) * 4), numba.int64, _I, numba.boolean[::1]))
-scatter_rows.compile((numba.int64, numba.int64, _I, _V, _I, _I, _I))
+scatter_rows.compile((numba.int64, numba.int64, _I, _V, numba.int64, numba.int64))
 over_cap.compile((_M, _V, _M, _M, _M, _M, numba.boolean))

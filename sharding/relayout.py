@@ -52,7 +52,7 @@ _MARGIN = 1e-10  # a trial is priced exactly unless its incremental price misses
 # (relative): 100× the 1e-12 the tests hold the incremental price to, and below the tests' own 1e-9, so a trial
 # that leaves the cost as it was is ruled out (at 1e-7, 0.9999999 of the cost passed `< 1 - 1e-9`: f54 priced 150
 # trials exactly, nearly all of them unchanged re-layouts of tables off every row's maximum)
-_NONE = [np.zeros(0, dtype=np.int64), np.zeros((0, 1)), np.zeros(0)] * 2  # `price_change`'s second table, unchanged
+_NONE = [np.zeros(0, dtype=np.int64), np.zeros((1, 1))] * 2  # `price_change`'s second table, unchanged
 
 
 class _Delta:
@@ -124,7 +124,8 @@ class _Delta:
         return got
 
     def _entry(self, tp: TablePlan) -> list:
-        """[tp, `_block` (None until priced), TorchRec's loads, `memory`, (collective keys, block on their rows)] of
+        """[tp, `_block` (None until priced), TorchRec's loads, `memory`, (collective keys, block on their rows and
+        the loads), `_priced` (None until priced)] of
         one table plan, all summed in one compiled call (`relayout_kernel.scatter_rows`). Why: one `np.add.at` per
         shape for the loads and per shape and tier for the memory, and a kernel call for the block, took ~21 µs a
         table plan on f41 of `sharding.family` (67 a call), half of `relayout`. Each (row, rank) gets the same
@@ -152,7 +153,7 @@ class _Delta:
         c = 4 + len(local)
         out = scatter_rows(c + 1 + len(tiers), self.w, np.array(at + starts + where + wstarts, dtype=np.int64),
                            np.array(vals, dtype=np.float64), len(starts), len(where))
-        return [tp, None, out[c], out[c + 1:], (tuple(local), out[:c])]
+        return [tp, None, out[c], out[c + 1:], (tuple(local), out[:c + 1]), None]
 
     def _entry_reference(self, tp: TablePlan) -> list:
         """`_entry` by `np.add.at` (`_make_block_reference`, `_memory`, and TorchRec's loads shape by shape)."""
@@ -162,19 +163,29 @@ class _Delta:
             for (rows, cols, tier, cf), where in tp.alike().items():
                 np.add.at(loads, np.asarray(where, dtype=np.int64),
                           self.trec.shard_cost(t, st, rows, cols, tier, cf).total)
-        return [tp, None, loads, _memory(self.cost, tp, list(self.tiers)), None]
+        return [tp, None, loads, _memory(self.cost, tp, list(self.tiers)), None, None]
 
     def _block(self, tp: TablePlan) -> tuple[np.ndarray, np.ndarray]:
         """(rows of the sums table, their seconds or counts per rank) of one table plan (rows 0-3 of `_entry`'s block
         are the work rows and the group's shard count)."""
         got = self._of(tp)
-        if got[1] is None and got[4] is None:  # `_entry_reference`'s
-            got[1] = self._make_block_reference(tp)
-        elif got[1] is None:
-            keys, block = got[4]
-            got[1] = (np.array([0, 1, 2, 3 + STYPES.index(tp.sharding_type), *[self._row(k) for k in keys]],
-                               dtype=np.int64), block)
+        if got[1] is None:
+            self._priced(got)
         return got[1]
+
+    def _priced(self, e: list) -> tuple[np.ndarray, np.ndarray]:
+        """`price_change`'s form of entry `e`'s table plan: `_block`'s rows, and its block with TorchRec's loads as
+        a last row (`_entry`'s own array); fills `_block` too (the collectives' rows numbered here)."""
+        tp = e[0]
+        if e[4] is None:  # `_entry_reference`'s
+            e[1] = self._make_block_reference(tp)
+            e[5] = (e[1][0], np.vstack([e[1][1], e[2]]))
+        else:
+            keys, block = e[4]
+            rows = np.array([0, 1, 2, 3 + STYPES.index(tp.sharding_type), *[self._row(k) for k in keys]],
+                            dtype=np.int64)
+            e[1], e[5] = (rows, block[:-1]), (rows, block)
+        return e[5]
 
     def memory(self, tp: TablePlan) -> np.ndarray:
         """`_memory` of a table plan (read only; rows: the topology's tiers in order): trials that do not fit are
@@ -210,8 +221,8 @@ class _Delta:
         for name, tp in change.items():
             for x in (self.tables[name], tp):
                 e = self._of(x)
-                parts += [*(e[1] or self._block(x)), e[2]]
-        if len(parts) == 6:
+                parts += e[5] or self._priced(e)
+        if len(parts) == 4:
             parts += _NONE
         if len(self.sums) < 3 + self.g + len(self.coll):  # a collective first seen in this change: zero rows
             extra = 3 + self.g + len(self.coll) - len(self.sums)

@@ -33,14 +33,15 @@ def _mark(touched: np.ndarray, rows: np.ndarray) -> None:
 
 @njit(cache=True)
 def price_change(sums: np.ndarray, rmax: np.ndarray, rsum: np.ndarray, tload: np.ndarray,
-                 ro1: np.ndarray, bo1: np.ndarray, to1: np.ndarray, rn1: np.ndarray, bn1: np.ndarray, tn1: np.ndarray,
-                 ro2: np.ndarray, bo2: np.ndarray, to2: np.ndarray, rn2: np.ndarray, bn2: np.ndarray, tn2: np.ndarray,
+                 ro1: np.ndarray, bo1: np.ndarray, rn1: np.ndarray, bn1: np.ndarray,
+                 ro2: np.ndarray, bo2: np.ndarray, rn2: np.ndarray, bn2: np.ndarray,
                  g: int, cgroup: np.ndarray, cmean: np.ndarray) -> tuple[float, float, int, float]:
     """(Σ of the 3 work rows' maxima, the collectives' seconds of the groups present, the groups present as bits,
     TorchRec's maximum rank load) of `sums` (rows: fwd, bwd, optimizer work; `g` shard counts per group; one per
     collective, of group `cgroup`, priced by the mean where `cmean`; row maxima `rmax`, sums `rsum`) and TorchRec's
-    loads `tload`, less one or two old tables (rows `ro`, values `bo`, TorchRec's loads `to`) and plus their new
-    plans (`rn`, `bn`, `tn`); the second table's arrays are empty for a change of one."""
+    loads `tload`, less one or two old tables (rows `ro`, values `bo`, one row per row of `ro` and TorchRec's loads
+    last) and plus their new plans (`rn`, `bn`); the second table's rows are empty for a change of one. (The loads
+    ride in the blocks' last row: four arguments fewer, ~0.5 µs of a call's ~3 µs dispatch.)"""
     n, w = sums.shape
     touched = np.zeros(n, dtype=np.bool_)
     _mark(touched, ro1)
@@ -71,11 +72,12 @@ def price_change(sums: np.ndarray, rmax: np.ndarray, rsum: np.ndarray, tload: np
         if (mask >> cgroup[i]) & 1:
             comms += sm[3 + g + i] / w if cmean[i] else mx[3 + g + i]
     b = -np.inf
-    two = to2.shape[0] > 0
+    two = ro2.shape[0] > 0
+    o1, n1, o2, n2 = ro1.shape[0], rn1.shape[0], ro2.shape[0], rn2.shape[0]
     for k in range(w):
-        v = tload[k] - to1[k] + tn1[k]
+        v = tload[k] - bo1[o1, k] + bn1[n1, k]
         if two:
-            v = v - to2[k] + tn2[k]
+            v = v - bo2[o2, k] + bn2[n2, k]
         if v > b:
             b = v
     return mx[0] + mx[1] + mx[2], comms, mask, b
@@ -121,6 +123,6 @@ def over_cap(used: np.ndarray, cap: np.ndarray, n1: np.ndarray, n2: np.ndarray, 
 
 
 _V, _M, _I = numba.float64[::1], numba.float64[:, ::1], numba.int64[::1]  # compiled at import (numba's disk cache)
-price_change.compile((_M, _V, _V, _V, *((_I, _M, _V) * 4), numba.int64, _I, numba.boolean[::1]))
+price_change.compile((_M, _V, _V, _V, *((_I, _M) * 4), numba.int64, _I, numba.boolean[::1]))
 scatter_rows.compile((numba.int64, numba.int64, _I, _V, numba.int64, numba.int64))
 over_cap.compile((_M, _V, _M, _M, _M, _M, numba.boolean))

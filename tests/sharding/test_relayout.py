@@ -293,7 +293,8 @@ def test_the_compiled_entries_and_memory_test_equal_their_numpy_references_bit_f
 
 
 def _same_entry(fast, ref, tp) -> None:  # noqa: ANN001
-    """`fast`'s and `ref`'s block (rows sorted), TorchRec's loads and memory of `tp`, bit for bit."""
+    """`fast`'s and `ref`'s block (rows sorted), TorchRec's loads and memory of `tp`, bit for bit, and each one's
+    block with the loads that `price_change` reads."""
     import numpy as np
     rows, block = fast._block(tp)
     want_rows, want = ref._block(tp)
@@ -301,6 +302,10 @@ def _same_entry(fast, ref, tp) -> None:  # noqa: ANN001
     assert rows[order].tolist() == want_rows.tolist() and block[order].tobytes() == want.tobytes()
     e, r = fast._of(tp), ref._of(tp)
     assert e[2].tobytes() == r[2].tobytes() and e[3].tobytes() == r[3].tobytes() and fast.memory(tp) is e[3]
+    for x, d in ((e, fast), (r, ref)):  # `price_change`'s form: the block, then TorchRec's loads as a last row
+        got_rows, got = d._priced(x)
+        assert got_rows is d._block(tp)[0] and got[:-1].tobytes() == d._block(tp)[1].tobytes()
+        assert got[-1].tobytes() == x[2].tobytes() and got.flags.c_contiguous
 
 
 def test_relayout_makes_the_same_plans_with_the_numpy_block_and_memory_test(monkeypatch) -> None:  # noqa: ANN001

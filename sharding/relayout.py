@@ -341,12 +341,13 @@ def relayout(cost: CostModel, trec: TorchRecCostModel, plan: ShardingPlan, evals
     cap = np.array([[topo.usable(x)] for x in tiers]) * (1 + 1e-12)
     cap_row = np.ascontiguousarray(cap[:, 0])  # `_over`'s form of it, the same values
     delta = _Delta(cost, plan, trec)
-    mem = {n: delta.memory(tp) for n, tp in plan.tables.items()}  # `_memory`'s bits (its entries are priced later)
+    mem = {n: _memory(cost, tp, tiers) for n, tp in plan.tables.items()}  # not `delta.memory`: an entry is ~5× the
+    # bytes (its block too), ~20 µs more a table on r1000's 256 ranks (fresh pages), and few of the tables are priced
     used = sum(mem.values())
     ours, tr = delta.step(), (delta.rating() if pareto else 0.0)  # `plan_cost` of both; tr: read only in the polish
     order = sorted(plan.tables, key=lambda n: -cost.tables[n].pooling.expected * cost.tables[n].dim)
     made: dict[tuple, TablePlan] = {}
-    twrw = _twrw(cost, plan)  # `_options`' view of the plan
+    twrw = None  # `_options`' view of the plan: made when a table-row-wise table is first tried on it
 
     def make(t: TableSpec, st: ShardingType, ranks: list[int], tier: str, fraction: float) -> TablePlan:
         key = (t.name, st, tuple(ranks), tier, fraction)
@@ -360,6 +361,8 @@ def relayout(cost: CostModel, trec: TorchRecCostModel, plan: ShardingPlan, evals
             if quiet >= len(order) or spent >= evals:  # every table tried on this plan: a further pass would
                 break  # repeat their trials; or no evaluation left (the rest would be tried on none)
             trials = []  # (incremental prices, option index, change, its memory) of the trials that could pass
+            if twrw is None and plan.tables[name].sharding_type == TWRW:
+                twrw = _twrw(cost, plan)
             for i, change in enumerate(_options(cost, plan, name, pareto, make, twrw)):
                 if spent >= evals:
                     break
@@ -381,7 +384,7 @@ def relayout(cost: CostModel, trec: TorchRecCostModel, plan: ShardingPlan, evals
                 used = used + sum(new.values()) - sum(mem[n] for n in new)
                 mem.update(new)
                 delta.apply(change)
-                twrw = _twrw(cost, plan)
+                twrw = None
                 moved, quiet = True, 0  # this table too was tried on the plan before its change only
             else:
                 quiet += 1

@@ -125,10 +125,10 @@ class _Delta:
 
     def _entry(self, tp: TablePlan) -> list:
         """[tp, `_block` (None until priced), TorchRec's loads, `memory`, (collective keys, block on their rows and
-        the loads), `_priced` (None until priced)] of
-        one table plan, all summed in one compiled call (`relayout_kernel.scatter_rows`). Why: one `np.add.at` per
-        shape for the loads and per shape and tier for the memory, and a kernel call for the block, took ~21 µs a
-        table plan on f41 of `sharding.family` (67 a call), half of `relayout`. Each (row, rank) gets the same
+        the loads), `_priced` (None until priced)] of one table plan, all summed in one compiled call
+        (`relayout_kernel.scatter_rows`). Why: one `np.add.at` per shape for the loads and per shape and tier for the
+        memory, and a kernel call for the block, took ~21 µs a table plan on f41 of `sharding.family` (67 a call),
+        ~40% of `relayout`. Each (row, rank) gets the same
         additions in the same order as in `_entry_reference` (shape by shape, rank by rank, from 0), so the same
         bits; the block's collectives are kept by key and get their rows of the sums table when first priced
         (`_block`), as `_make_block_reference` gives them rows, so rows are numbered in the same order."""
@@ -321,7 +321,7 @@ def _twrw(cost: CostModel, plan: ShardingPlan) -> dict[str, tuple]:
     """Per table-row-wise table of `plan`, in plan order: (its table plan, its host (that of its first shape's
     least rank), tier and cache fraction (its first shape's), its shards' ranks). Why: `_options` read these of
     every table-row-wise table for each table tried (f41 of `sharding.family`: 14 × 13 a call); `relayout` makes
-    them once per plan."""
+    them once per plan, when it first tries a table-row-wise table on it."""
     h = min(cost.topology.ranks_per_host, cost.topology.world_size)
     out = {}
     for m, tq in plan.tables.items():

@@ -40,7 +40,7 @@ from embedding.spec import TableSpec
 from sharding.cost import CostModel
 from sharding.layouts import table_plan
 from sharding.plan import ShardingPlan, ShardingType, TablePlan
-from sharding.relayout_kernel import over_cap, price_change, scatter_block
+from sharding.relayout_kernel import over_cap, price_change, scatter_rows
 from sharding.search import STYPES
 from sharding.trec_cost import TorchRecCostModel
 
@@ -52,7 +52,7 @@ _MARGIN = 1e-10  # a trial is priced exactly unless its incremental price misses
 # (relative): 100× the 1e-12 the tests hold the incremental price to, and below the tests' own 1e-9, so a trial
 # that leaves the cost as it was is ruled out (at 1e-7, 0.9999999 of the cost passed `< 1 - 1e-9`: f54 priced 150
 # trials exactly, nearly all of them unchanged re-layouts of tables off every row's maximum)
-_NONE = [np.zeros(0, dtype=np.int64), np.zeros((0, 1)), np.zeros(0)] * 2  # `price_change`'s second table, unchanged
+_NONE = [np.zeros(0, dtype=np.int64), np.zeros((1, 1))] * 2  # `price_change`'s second table, unchanged
 
 
 class _Delta:
@@ -69,7 +69,8 @@ class _Delta:
         self.coll: list[tuple[int, bool]] = []  # per collective row: its group, priced by the mean
         self.latency: dict[tuple, float] = {}  # groups present -> latency (no stage overheads: no fixed work)
         self.outside = cost.outside()
-        self.seen: dict[int, tuple] = {}  # id(table plan) -> (it, `_block`, TorchRec's loads, `memory`)
+        self.seen: dict[int, list] = {}  # id(table plan) -> `_entry`
+        self.tiers = {x.name: i for i, x in enumerate(cost.topology.tiers)}  # `memory`'s rows
         self.masks: dict[int, float] = {}  # groups present (bits) -> latency
         self.fast = not cost.topology.stage_overhead  # `price_change` (no per-holder stage costs), else the reference
         self._rebase(plan)
@@ -78,7 +79,8 @@ class _Delta:
         """The current plan's sums, from `CostModel._accumulate` (one compiled call: a table's own rows are made
         only when it is changed, `price`) and its shards per group and rank."""
         self.tables, self.terms = dict(plan.tables), {}
-        parts, _, coll, _, _ = self.cost._accumulate(plan, memory=False)
+        parts, _, coll, groups, _ = self.cost._accumulate(plan, memory=False)
+        self.now = (parts, coll, groups)  # `step`'s
         rows = {k: self._row(k) for k in coll}
         held: list[list[int]] = [[] for _ in range(self.g)]
         for tp in plan.tables.values():
@@ -96,60 +98,103 @@ class _Delta:
         self.plan, self.tload = plan, None  # TorchRec's per-rank loads: at the first `price` (most trials do not fit)
         self.cgroup, self.cmean = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.bool_)
 
+    def step(self) -> float:
+        """`CostModel.plan_cost` of the current plan: `_step` of `_rebase`'s `_accumulate`, as `plan_cost` takes it
+        (the same bits; one `_accumulate` fewer per `relayout` call, ~50 µs on f41 of `sharding.family`)."""
+        return self.cost._step(*self.now, self.w)[0]
+
+    def rating(self) -> float:
+        """TorchRec's `plan_cost` of the current plan (the maximum of its `rank_loads`), from the loads `price`
+        reads (one `rank_loads` fewer per call of the polish)."""
+        return float(self._tload().max())
+
+    def _tload(self) -> np.ndarray:
+        """TorchRec's per-rank loads of the current plan: made when first asked for (most trials do not fit)."""
+        if self.tload is None:
+            self.tload = self.trec.rank_loads(self.plan) if self.trec is not None else np.zeros(self.w)
+        return self.tload
+
     def _of(self, tp: TablePlan) -> list:
-        """[tp, `_block`, `_loads`, `memory`] of one table plan (each None until asked for), kept by its identity
-        (`relayout` makes each option's table plan once; a cache by shards' shapes and ranks behind this one saved
-        only the rare re-make of an input plan's table plan, for a key per table plan)."""
+        """`_entry` of one table plan, kept by its identity (`relayout` makes each option's table plan once; a cache
+        by shards' shapes and ranks behind this one saved only the rare re-make of an input plan's table plan, for a
+        key per table plan)."""
         got = self.seen.get(id(tp))
         if got is None or got[0] is not tp:
-            got = self.seen[id(tp)] = [tp, None, None, None]
+            got = self.seen[id(tp)] = self._entry(tp)
         return got
 
-    def _block(self, tp: TablePlan) -> tuple[np.ndarray, np.ndarray]:
-        """(rows, their seconds or counts per rank) of one table plan."""
-        got = self._of(tp)
-        if got[1] is None:
-            got[1] = self._make_block(tp)
-        return got[1]
-
-    def _loads(self, tp: TablePlan) -> np.ndarray:
-        """TorchRec's per-rank loads (`TorchRecCostModel.rank_loads`) of one table plan."""
-        got = self._of(tp)
-        if got[2] is None:
-            got[2] = np.zeros(self.w)
-            if self.trec is not None:
-                t, st = self.cost.tables[tp.name], tp.sharding_type
-                for (rows, cols, tier, cf), where in tp.alike().items():
-                    np.add.at(got[2], np.asarray(where, dtype=np.int64),
-                              self.trec.shard_cost(t, st, rows, cols, tier, cf).total)
-        return got[2]
-
-    def memory(self, tp: TablePlan, tiers: list[str]) -> np.ndarray:
-        """`_memory` of a table plan (read only): trials that do not fit are not priced."""
-        got = self._of(tp)
-        if got[3] is None:
-            got[3] = _memory(self.cost, tp, tiers)
-        return got[3]
-
-    def _make_block(self, tp: TablePlan) -> tuple[np.ndarray, np.ndarray]:
-        """(rows, their seconds or counts per rank) of one table plan, summed in one compiled call
-        (`relayout_kernel.scatter_block`; issue 16: one `np.add.at` per row and shape was ~35 µs a table plan, 40%
-        of `relayout` on f41): the same additions in the same order as `_make_block_reference`, so the same bits."""
-        cost, g, st = self.cost, STYPES.index(tp.sharding_type), tp.sharding_type
-        t, at, vals, where, starts, wstarts = cost.tables[tp.name], [], [], [], [0], [0]
+    def _entry(self, tp: TablePlan) -> list:
+        """[tp, `_block` (None until priced), TorchRec's loads, `memory`, (collective keys, block on their rows and
+        the loads), `_priced` (None until priced)] of one table plan, all summed in one compiled call
+        (`relayout_kernel.scatter_rows`). Why: one `np.add.at` per shape for the loads and per shape and tier for the
+        memory, and a kernel call for the block, took ~21 µs a table plan on f41 of `sharding.family` (67 a call),
+        ~40% of `relayout`. Each (row, rank) gets the same
+        additions in the same order as in `_entry_reference` (shape by shape, rank by rank, from 0), so the same
+        bits; the block's collectives are kept by key and get their rows of the sums table when first priced
+        (`_block`), as `_make_block_reference` gives them rows, so rows are numbered in the same order."""
+        cost, st = self.cost, tp.sharding_type
+        t, tiers, trec = cost.tables[tp.name], self.tiers, self.trec
+        local: dict[tuple, int] = {}  # collective key -> its row, from 4 in first-seen order
+        at, vals, where, starts, wstarts = [], [], [], [0], [0]  # rows < 0 from the end: the loads', the tiers'
+        last = len(tiers)
         for (rows, cols, tier, cf), ranks in tp.alike().items():
             _, v, keys = cost._terms(t, st, rows, cols, tier, cf, False)
-            at += [0, 1, 2, 3 + g, *[self._row(k) for k, _ in keys]]
+            at += [0, 1, 2, 3, *[local.setdefault(k, 4 + len(local)) for k, _ in keys]]
             vals += [v[0], v[1], v[2], 1.0, *v[4:]]
+            if trec is not None:
+                at.append(-1 - last)
+                vals.append(trec.shard_cost(t, st, rows, cols, tier, cf).total)
+            for k, m in cost.shard_memory(t, st, rows, cols, tier, cf).items():
+                at.append(tiers[k] - last)
+                vals.append(m)
             where += ranks
             starts.append(len(at))
             wstarts.append(len(where))
-        return scatter_block(self.w, np.array(at, dtype=np.int64), np.array(vals, dtype=np.float64),
-                             np.array(starts, dtype=np.int64), np.array(where, dtype=np.int64),
-                             np.array(wstarts, dtype=np.int64))
+        c = 4 + len(local)
+        out = scatter_rows(c + 1 + len(tiers), self.w, np.array(at + starts + where + wstarts, dtype=np.int64),
+                           np.array(vals, dtype=np.float64), len(starts), len(where))
+        return [tp, None, out[c], out[c + 1:], (tuple(local), out[:c + 1]), None]
+
+    def _entry_reference(self, tp: TablePlan) -> list:
+        """`_entry` by `np.add.at` (`_make_block_reference`, `_memory`, and TorchRec's loads shape by shape)."""
+        loads = np.zeros(self.w)
+        if self.trec is not None:
+            t, st = self.cost.tables[tp.name], tp.sharding_type
+            for (rows, cols, tier, cf), where in tp.alike().items():
+                np.add.at(loads, np.asarray(where, dtype=np.int64),
+                          self.trec.shard_cost(t, st, rows, cols, tier, cf).total)
+        return [tp, None, loads, _memory(self.cost, tp, list(self.tiers)), None, None]
+
+    def _block(self, tp: TablePlan) -> tuple[np.ndarray, np.ndarray]:
+        """(rows of the sums table, their seconds or counts per rank) of one table plan (rows 0-3 of `_entry`'s block
+        are the work rows and the group's shard count)."""
+        got = self._of(tp)
+        if got[1] is None:
+            self._priced(got)
+        return got[1]
+
+    def _priced(self, e: list) -> tuple[np.ndarray, np.ndarray]:
+        """`price_change`'s form of entry `e`'s table plan: `_block`'s rows, and its block with TorchRec's loads as
+        a last row (`_entry`'s own array); fills `_block` too (the collectives' rows numbered here)."""
+        tp = e[0]
+        if e[4] is None:  # `_entry_reference`'s
+            e[1] = self._make_block_reference(tp)
+            e[5] = (e[1][0], np.vstack([e[1][1], e[2]]))
+        else:
+            keys, block = e[4]
+            rows = np.array([0, 1, 2, 3 + STYPES.index(tp.sharding_type), *[self._row(k) for k in keys]],
+                            dtype=np.int64)
+            e[1], e[5] = (rows, block[:-1]), (rows, block)
+        return e[5]
+
+    def memory(self, tp: TablePlan) -> np.ndarray:
+        """`_memory` of a table plan (read only; rows: the topology's tiers in order): trials that do not fit are
+        not priced."""
+        return self._of(tp)[3]
 
     def _make_block_reference(self, tp: TablePlan) -> tuple[np.ndarray, np.ndarray]:
-        """`_make_block` by `np.add.at`, row by row and shape by shape (tests check the two agree bit for bit)."""
+        """`_block` by `np.add.at`, row by row and shape by shape, rows ascending (tests check `_entry` against it
+        bit for bit)."""
         cost, w, st = self.cost, self.w, tp.sharding_type
         t, g = cost.tables[tp.name], STYPES.index(st)
         local: dict[int, np.ndarray] = {}
@@ -176,8 +221,8 @@ class _Delta:
         for name, tp in change.items():
             for x in (self.tables[name], tp):
                 e = self._of(x)
-                parts += [*(e[1] or self._block(x)), e[2] if e[2] is not None else self._loads(x)]
-        if len(parts) == 6:
+                parts += e[5] or self._priced(e)
+        if len(parts) == 4:
             parts += _NONE
         if len(self.sums) < 3 + self.g + len(self.coll):  # a collective first seen in this change: zero rows
             extra = 3 + self.g + len(self.coll) - len(self.sums)
@@ -186,9 +231,7 @@ class _Delta:
         if len(self.cgroup) != len(self.coll):
             self.cgroup = np.array([c[0] for c in self.coll], dtype=np.int64)
             self.cmean = np.array([c[1] for c in self.coll], dtype=np.bool_)
-        if self.tload is None:
-            self.tload = self.trec.rank_loads(self.plan) if self.trec is not None else np.zeros(self.w)
-        work, comms, mask, rating = price_change(self.sums, self.rmax, self.rsum, self.tload, *parts, self.g,
+        work, comms, mask, rating = price_change(self.sums, self.rmax, self.rsum, self._tload(), *parts, self.g,
                                                  self.cgroup, self.cmean)
         if not self.fast:
             return self.price_reference(change), rating
@@ -247,11 +290,13 @@ def _memory(cost: CostModel, tp: TablePlan, tiers: list[str]) -> np.ndarray:
 
 
 def _options(cost: CostModel, plan: ShardingPlan, name: str, replicas: bool = False,
-             make: Callable[..., TablePlan] = table_plan) -> Iterator[dict[str, TablePlan]]:
+             make: Callable[..., TablePlan] = table_plan, twrw: dict[str, tuple] | None = None,
+             ) -> Iterator[dict[str, TablePlan]]:
     """The re-layouts tried for table `name`: row-wise over all ranks (`replicas`: then data-parallel, where the
     table is in the fast tier); a table-row-wise table on each other host, and swapped with each table-row-wise
     table on another host (same tier and cache fraction as now). `make`: `table_plan`, or `relayout`'s memo of it
-    (the same options recur over passes: one table plan each, priced once)."""
+    (the same options recur over passes: one table plan each, priced once); `twrw`: `_twrw(cost, plan)`, which
+    `relayout` keeps per plan."""
     topo, tp = cost.topology, plan.tables[name]
     t, w, h = cost.tables[name], topo.world_size, min(topo.ranks_per_host, topo.world_size)
     (_, _, tier, fraction), ranks = next(iter(tp.alike().items()))
@@ -264,13 +309,26 @@ def _options(cost: CostModel, plan: ShardingPlan, name: str, replicas: bool = Fa
         for other in range(topo.num_hosts):
             if other != host:
                 yield {name: make(t, TWRW, list(range(other * h, other * h + h)), tier, fraction)}
-        mine = tp.ranks
-        for m, tq in plan.tables.items():
-            if tq.sharding_type == TWRW:
-                (_, _, tier_m, fraction_m), ranks_m = next(iter(tq.alike().items()))
-                if min(ranks_m) // h != host:
-                    yield {name: make(t, TWRW, tq.ranks, tier, fraction),
-                           m: make(cost.tables[m], TWRW, mine, tier_m, fraction_m)}
+        twrw = _twrw(cost, plan) if twrw is None else twrw
+        mine = twrw[name][4]
+        for m, (_, host_m, tier_m, fraction_m, ranks_m) in twrw.items():
+            if host_m != host:
+                yield {name: make(t, TWRW, ranks_m, tier, fraction),
+                       m: make(cost.tables[m], TWRW, mine, tier_m, fraction_m)}
+
+
+def _twrw(cost: CostModel, plan: ShardingPlan) -> dict[str, tuple]:
+    """Per table-row-wise table of `plan`, in plan order: (its table plan, its host (that of its first shape's
+    least rank), tier and cache fraction (its first shape's), its shards' ranks). Why: `_options` read these of
+    every table-row-wise table for each table tried (f41 of `sharding.family`: 14 × 13 a call); `relayout` makes
+    them once per plan, when it first tries a table-row-wise table on it."""
+    h = min(cost.topology.ranks_per_host, cost.topology.world_size)
+    out = {}
+    for m, tq in plan.tables.items():
+        if tq.sharding_type == TWRW:
+            (_, _, tier_m, fraction_m), ranks_m = next(iter(tq.alike().items()))
+            out[m] = (tq, min(ranks_m) // h, tier_m, fraction_m, tq.ranks)
+    return out
 
 
 def relayout(cost: CostModel, trec: TorchRecCostModel, plan: ShardingPlan, evals: int, t_cap: float,
@@ -282,12 +340,14 @@ def relayout(cost: CostModel, trec: TorchRecCostModel, plan: ShardingPlan, evals
     tiers = [x.name for x in topo.tiers]
     cap = np.array([[topo.usable(x)] for x in tiers]) * (1 + 1e-12)
     cap_row = np.ascontiguousarray(cap[:, 0])  # `_over`'s form of it, the same values
-    mem = {n: _memory(cost, tp, tiers) for n, tp in plan.tables.items()}
-    used = sum(mem.values())
-    ours, tr = cost.plan_cost(plan), (trec.plan_cost(plan) if pareto else 0.0)  # tr: read only in the polish
-    order = sorted(plan.tables, key=lambda n: -cost.tables[n].pooling.expected * cost.tables[n].dim)
     delta = _Delta(cost, plan, trec)
+    mem = {n: _memory(cost, tp, tiers) for n, tp in plan.tables.items()}  # not `delta.memory`: an entry is ~5× the
+    # bytes (its block too), ~20 µs more a table on r1000's 256 ranks (fresh pages), and few of the tables are priced
+    used = sum(mem.values())
+    ours, tr = delta.step(), (delta.rating() if pareto else 0.0)  # `plan_cost` of both; tr: read only in the polish
+    order = sorted(plan.tables, key=lambda n: -cost.tables[n].pooling.expected * cost.tables[n].dim)
     made: dict[tuple, TablePlan] = {}
+    twrw = None  # `_options`' view of the plan: made when a table-row-wise table is first tried on it
 
     def make(t: TableSpec, st: ShardingType, ranks: list[int], tier: str, fraction: float) -> TablePlan:
         key = (t.name, st, tuple(ranks), tier, fraction)
@@ -301,10 +361,12 @@ def relayout(cost: CostModel, trec: TorchRecCostModel, plan: ShardingPlan, evals
             if quiet >= len(order) or spent >= evals:  # every table tried on this plan: a further pass would
                 break  # repeat their trials; or no evaluation left (the rest would be tried on none)
             trials = []  # (incremental prices, option index, change, its memory) of the trials that could pass
-            for i, change in enumerate(_options(cost, plan, name, pareto, make)):
+            if twrw is None and plan.tables[name].sharding_type == TWRW:
+                twrw = _twrw(cost, plan)
+            for i, change in enumerate(_options(cost, plan, name, pareto, make, twrw)):
                 if spent >= evals:
                     break
-                new = {n: delta.memory(tp, tiers) for n, tp in change.items()}
+                new = {n: delta.memory(tp) for n, tp in change.items()}
                 if _over(used, cap_row, new, mem):
                     continue
                 spent += 1
@@ -322,6 +384,7 @@ def relayout(cost: CostModel, trec: TorchRecCostModel, plan: ShardingPlan, evals
                 used = used + sum(new.values()) - sum(mem[n] for n in new)
                 mem.update(new)
                 delta.apply(change)
+                twrw = None
                 moved, quiet = True, 0  # this table too was tried on the plan before its change only
             else:
                 quiet += 1

@@ -14,7 +14,7 @@ import numba
 import numpy as np
 from numba import njit
 
-__all__ = ["over_cap", "price_change", "scatter_block"]
+__all__ = ["over_cap", "price_change", "scatter_rows"]
 
 
 @njit(cache=True)
@@ -33,14 +33,15 @@ def _mark(touched: np.ndarray, rows: np.ndarray) -> None:
 
 @njit(cache=True)
 def price_change(sums: np.ndarray, rmax: np.ndarray, rsum: np.ndarray, tload: np.ndarray,
-                 ro1: np.ndarray, bo1: np.ndarray, to1: np.ndarray, rn1: np.ndarray, bn1: np.ndarray, tn1: np.ndarray,
-                 ro2: np.ndarray, bo2: np.ndarray, to2: np.ndarray, rn2: np.ndarray, bn2: np.ndarray, tn2: np.ndarray,
+                 ro1: np.ndarray, bo1: np.ndarray, rn1: np.ndarray, bn1: np.ndarray,
+                 ro2: np.ndarray, bo2: np.ndarray, rn2: np.ndarray, bn2: np.ndarray,
                  g: int, cgroup: np.ndarray, cmean: np.ndarray) -> tuple[float, float, int, float]:
     """(Σ of the 3 work rows' maxima, the collectives' seconds of the groups present, the groups present as bits,
     TorchRec's maximum rank load) of `sums` (rows: fwd, bwd, optimizer work; `g` shard counts per group; one per
     collective, of group `cgroup`, priced by the mean where `cmean`; row maxima `rmax`, sums `rsum`) and TorchRec's
-    loads `tload`, less one or two old tables (rows `ro`, values `bo`, TorchRec's loads `to`) and plus their new
-    plans (`rn`, `bn`, `tn`); the second table's arrays are empty for a change of one."""
+    loads `tload`, less one or two old tables (rows `ro`, values `bo`, one row per row of `ro` and TorchRec's loads
+    last) and plus their new plans (`rn`, `bn`); the second table's rows are empty for a change of one. (The loads
+    ride in the blocks' last row: four arguments fewer, ~0.5 µs of a call's ~3 µs dispatch.)"""
     n, w = sums.shape
     touched = np.zeros(n, dtype=np.bool_)
     _mark(touched, ro1)
@@ -71,34 +72,37 @@ def price_change(sums: np.ndarray, rmax: np.ndarray, rsum: np.ndarray, tload: np
         if (mask >> cgroup[i]) & 1:
             comms += sm[3 + g + i] / w if cmean[i] else mx[3 + g + i]
     b = -np.inf
-    two = to2.shape[0] > 0
+    two = ro2.shape[0] > 0
+    o1, n1, o2, n2 = ro1.shape[0], rn1.shape[0], ro2.shape[0], rn2.shape[0]
     for k in range(w):
-        v = tload[k] - to1[k] + tn1[k]
+        v = tload[k] - bo1[o1, k] + bn1[n1, k]
         if two:
-            v = v - to2[k] + tn2[k]
+            v = v - bo2[o2, k] + bn2[n2, k]
         if v > b:
             b = v
     return mx[0] + mx[1] + mx[2], comms, mask, b
 
 
 @njit(cache=True)
-def scatter_block(w: int, at: np.ndarray, vals: np.ndarray, starts: np.ndarray, where: np.ndarray,
-                  wstarts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """`relayout._Delta._make_block_reference` in one call: (the rows touched, ascending; their sums per rank) of
-    shapes s (rows `at[starts[s]:starts[s + 1]]`, values `vals[...]` alike, ranks `where[wstarts[s]:wstarts[s + 1]]`),
-    each value added to its row at each of the shape's ranks, shape by shape, row by row, rank by rank: the order
-    of `np.add.at` there, so each element gets the same additions in the same order (repeats included)."""
-    order = np.unique(at)
-    pos = np.full(order[-1] + 1 if order.shape[0] else 0, -1, dtype=np.int64)
-    for i in range(order.shape[0]):
-        pos[order[i]] = i
-    block = np.zeros((order.shape[0], w))
+def scatter_rows(n: int, w: int, ints: np.ndarray, vals: np.ndarray, m: int, k: int) -> np.ndarray:
+    """`relayout._Delta._entry`'s sums in one call: an (n, w) table, zero but for shapes s (rows `at[starts[s]:
+    starts[s + 1]]`, values `vals[...]` alike, ranks `where[wstarts[s]:wstarts[s + 1]]`), each value added to its row
+    at each of the shape's ranks, shape by shape, row by row, rank by rank: the order of `np.add.at` per shape and
+    row in `_entry_reference`, so each element gets the same additions in the same order (repeats included). A
+    row r < 0 is row n + r (the loads' and the tiers' rows, last, whose index the caller writes before knowing n).
+    `ints`: `at` (as many as `vals`), `starts` (`m`), `where` (`k`) and `wstarts` (`m`) in one array (one conversion
+    of the caller's lists, not four)."""
+    a = vals.shape[0]
+    at, starts, where, wstarts = ints[:a], ints[a:a + m], ints[a + m:a + m + k], ints[a + m + k:]
+    out = np.zeros((n, w))
     for s in range(starts.shape[0] - 1):
         for j in range(starts[s], starts[s + 1]):
-            p, v = pos[at[j]], vals[j]
+            r, v = at[j], vals[j]
+            if r < 0:
+                r += n
             for q in range(wstarts[s], wstarts[s + 1]):
-                block[p, where[q]] += v
-    return order, block
+                out[r, where[q]] += v
+    return out
 
 
 @njit(cache=True)
@@ -119,6 +123,6 @@ def over_cap(used: np.ndarray, cap: np.ndarray, n1: np.ndarray, n2: np.ndarray, 
 
 
 _V, _M, _I = numba.float64[::1], numba.float64[:, ::1], numba.int64[::1]  # compiled at import (numba's disk cache)
-price_change.compile((_M, _V, _V, _V, *((_I, _M, _V) * 4), numba.int64, _I, numba.boolean[::1]))
-scatter_block.compile((numba.int64, _I, _V, _I, _I, _I))
+price_change.compile((_M, _V, _V, _V, *((_I, _M) * 4), numba.int64, _I, numba.boolean[::1]))
+scatter_rows.compile((numba.int64, numba.int64, _I, _V, numba.int64, numba.int64))
 over_cap.compile((_M, _V, _M, _M, _M, _M, numba.boolean))

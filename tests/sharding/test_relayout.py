@@ -251,52 +251,131 @@ def _relayout_inputs(seeds: tuple[int, ...]) -> list[tuple]:
     return got
 
 
-def test_the_compiled_block_and_memory_test_equal_their_numpy_references_bit_for_bit() -> None:
-    """`_Delta._make_block` (`relayout_kernel.scatter_block`) gives the rows and bits of `_make_block_reference`
-    (`np.add.at` row by row) for every table plan `relayout` tries on family instances, and for shapes with a rank
-    repeated (added twice); `_over` (`relayout_kernel.over_cap`) answers as `_over_reference` for every one- and
-    two-table change tried there, also with the capacity moved onto the trial's own bytes (ties)."""
+def test_the_compiled_entries_and_memory_test_equal_their_numpy_references_bit_for_bit() -> None:
+    """`_Delta._entry` (block, TorchRec's loads and memory of a table plan in one `relayout_kernel.scatter_rows`
+    call) gives the bits of `_entry_reference` (`np.add.at` shape by shape: `_make_block_reference`, `_memory`) for
+    every table plan `relayout` tries on family instances and for shapes with a rank repeated (added twice), with
+    the collectives' rows numbered alike, and so the same incremental prices, bit for bit; `_over`
+    (`relayout_kernel.over_cap`) answers as `_over_reference` for every one- and two-table change tried there, also
+    with the capacity moved onto the trial's own bytes (ties)."""
     import numpy as np
 
     from sharding.plan import TablePlan
     from sharding.relayout import _Delta, _memory, _options, _over, _over_reference
-    checked, over, asked = 0, 0, 0
+    checked, over, asked, priced = 0, 0, 0, 0
     for cost, trec, plan, *_ in _relayout_inputs((41, 54, 73)):
-        delta = _Delta(cost, plan, trec)
+        fast, ref = _Delta(cost, plan, trec), _Delta(cost, plan, trec)
+        ref._entry = ref._entry_reference
         tiers = [x.name for x in cost.topology.tiers]
         mem = {n: _memory(cost, tp, tiers) for n, tp in plan.tables.items()}
         used = sum(mem.values())
-        for name in plan.tables:
-            for change in _options(cost, plan, name, True):
-                new = {n: _memory(cost, tp, tiers) for n, tp in change.items()}
-                for tp in [*change.values(), plan.tables[name]]:
-                    fast, ref = delta._make_block(tp), delta._make_block_reference(tp)
-                    assert fast[0].tolist() == ref[0].tolist() and fast[1].tobytes() == ref[1].tobytes()
+        tp = next(iter(plan.tables.values()))
+        twice = TablePlan(tp.name, tp.sharding_type, (*tp.shards, *tp.shards))  # every shard on its rank twice
+        for name in [*plan.tables, None]:
+            for change in (_options(cost, plan, name, True) if name else [{tp.name: twice}]):
+                for x in [plan.tables[n] for n in change] + list(change.values()):
+                    _same_entry(fast, ref, x)
                     checked += 1
+                if name is None:
+                    continue
+                a, b = fast.price(change), ref.price(change)
+                assert np.float64(a[0]).tobytes() == np.float64(b[0]).tobytes() and a[1] == b[1]
+                priced += 1
+                new = {n: fast.memory(tp) for n, tp in change.items()}
                 after = used + sum(new.values()) - sum(mem[n] for n in new)
                 for cap in (after.max(axis=1), after.max(axis=1) * (1 - 1e-9), after.min(axis=1), used.max(axis=1)):
                     assert _over(used, cap, new, mem) == _over_reference(used, cap, new, mem)
                     over, asked = over + _over_reference(used, cap, new, mem), asked + 1
-        tp = next(iter(plan.tables.values()))
-        twice = TablePlan(tp.name, tp.sharding_type, (*tp.shards, *tp.shards))  # every shard on its rank twice
-        fast, ref = delta._make_block(twice), delta._make_block_reference(twice)
-        assert fast[0].tolist() == ref[0].tolist() and fast[1].tobytes() == ref[1].tobytes()
-        assert np.array_equal(fast[1], 2 * delta._make_block_reference(tp)[1])
-    assert checked > 300 and 50 < over < asked - 50  # both answers, many times
+        assert fast.coll == ref.coll and fast.rows == ref.rows
+        assert np.array_equal(fast._block(twice)[1][np.argsort(fast._block(twice)[0])],
+                              2 * ref._make_block_reference(tp)[1])
+    assert checked > 300 and priced > 300 and 50 < over < asked - 50  # both answers, many times
+
+
+def _same_entry(fast, ref, tp) -> None:  # noqa: ANN001
+    """`fast`'s and `ref`'s block (rows sorted), TorchRec's loads and memory of `tp`, bit for bit, and each one's
+    block with the loads that `price_change` reads."""
+    import numpy as np
+    rows, block = fast._block(tp)
+    want_rows, want = ref._block(tp)
+    order = np.argsort(rows)
+    assert rows[order].tolist() == want_rows.tolist() and block[order].tobytes() == want.tobytes()
+    e, r = fast._of(tp), ref._of(tp)
+    assert e[2].tobytes() == r[2].tobytes() and e[3].tobytes() == r[3].tobytes() and fast.memory(tp) is e[3]
+    for x, d in ((e, fast), (r, ref)):  # `price_change`'s form: the block, then TorchRec's loads as a last row
+        got_rows, got = d._priced(x)
+        assert got_rows is d._block(tp)[0] and got[:-1].tobytes() == d._block(tp)[1].tobytes()
+        assert got[-1].tobytes() == x[2].tobytes() and got.flags.c_contiguous
 
 
 def test_relayout_makes_the_same_plans_with_the_numpy_block_and_memory_test(monkeypatch) -> None:  # noqa: ANN001
     """`relayout`'s calls in `optimize` on family instances, and on seeded random plans with and without the final
-    polish, return the same plans (and None alike) with `_make_block_reference` and `_over_reference` in place of
-    the compiled forms."""
+    polish, return the same plans (and None alike) with `_entry_reference` and `_over_reference` in place of the
+    compiled forms."""
     import sharding.relayout as rl
     _, cost, trec, tabs = _case(3)
     runs = _relayout_inputs((41, 54, 74, 88)) + [(cost, trec, p, 200, trec.plan_cost(p) * cap, pareto)
                                                  for p in _random_starts(tabs) for cap in (1.0, 1.5)
                                                  for pareto in (False, True)]
     fast = [relayout(*r) for r in runs]
-    monkeypatch.setattr(rl._Delta, "_make_block", rl._Delta._make_block_reference)
+    monkeypatch.setattr(rl._Delta, "_entry", rl._Delta._entry_reference)
     monkeypatch.setattr(rl, "_over", lambda used, cap, new, mem: rl._over_reference(used, cap, new, mem))
     slow = [relayout(*r) for r in runs]
     assert sum(x is not None for x in fast) >= 8
     assert [x and x.to_dict() for x in fast] == [x and x.to_dict() for x in slow]
+
+
+def _options_reference(cost, plan, name, replicas=False):  # noqa: ANN001, ANN202
+    """`_options` as it was, reading every table-row-wise table's host, tier and ranks for each table tried."""
+    topo, tp = cost.topology, plan.tables[name]
+    t, w, h = cost.tables[name], topo.world_size, min(topo.ranks_per_host, topo.world_size)
+    (_, _, tier, fraction), ranks = next(iter(tp.alike().items()))
+    if tp.sharding_type != RW and w > 1:
+        yield {name: table_plan(t, RW, list(range(w)), tier, fraction)}
+    if replicas and tp.sharding_type != DP and w > 1 and tier == topo.fast.name:
+        yield {name: table_plan(t, DP, list(range(w)), tier, 0.0)}
+    if tp.sharding_type == TWRW and topo.num_hosts > 1:
+        host = min(ranks) // h
+        for other in range(topo.num_hosts):
+            if other != host:
+                yield {name: table_plan(t, TWRW, list(range(other * h, other * h + h)), tier, fraction)}
+        mine = tp.ranks
+        for m, tq in plan.tables.items():
+            if tq.sharding_type == TWRW:
+                (_, _, tier_m, fraction_m), ranks_m = next(iter(tq.alike().items()))
+                if min(ranks_m) // h != host:
+                    yield {name: table_plan(t, TWRW, tq.ranks, tier, fraction),
+                           m: table_plan(cost.tables[m], TWRW, mine, tier_m, fraction_m)}
+
+
+def test_the_options_from_the_plans_table_row_wise_view_and_the_delta_ratings_are_the_direct_ones() -> None:
+    """`_options` with `_twrw` (each table-row-wise table's host, tier and ranks read once per plan) yields the
+    options of the former generator, in order, on `relayout`'s inputs in `optimize` on family instances and on
+    seeded random plans (two hosts, swaps); `_Delta.step` and `_Delta.rating` are `plan_cost` of both models bit
+    for bit, also after a change is applied."""
+    import numpy as np
+
+    from sharding.relayout import _Delta, _options, _twrw
+    _, cost0, trec0, tabs = _case(3)
+    runs = [(c, r, p) for c, r, p, *_ in _relayout_inputs((41, 54, 73, 118))] + [
+        (cost0, trec0, p) for p in _random_starts(tabs)]
+    yielded, swaps = 0, 0
+    for cost, trec, plan in runs:
+        twrw = _twrw(cost, plan)
+        for name in plan.tables:
+            for replicas in (False, True):
+                got = list(_options(cost, plan, name, replicas, twrw=twrw))
+                want = list(_options_reference(cost, plan, name, replicas))
+                assert [list(c) for c in got] == [list(c) for c in want]
+                assert [[(x.sharding_type, x.alike(), x.ranks) for x in c.values()] for c in got] == [
+                    [(x.sharding_type, x.alike(), x.ranks) for x in c.values()] for c in want]
+                yielded, swaps = yielded + len(got), swaps + sum(len(c) == 2 for c in got)
+        delta = _Delta(cost, plan, trec)
+        bits = [np.float64(x).tobytes() for x in (delta.step(), delta.rating())]
+        assert bits == [np.float64(x).tobytes() for x in (cost.plan_cost(plan), trec.plan_cost(plan))]
+        name, change = next((n, c) for n in plan.tables for c in _options(cost, plan, n, True))
+        delta.apply(change)
+        after = ShardingPlan(plan.world_size, {**plan.tables, **change})
+        bits = [np.float64(x).tobytes() for x in (delta.step(), delta.rating())]
+        assert bits == [np.float64(x).tobytes() for x in (cost.plan_cost(after), trec.plan_cost(after))]
+    assert yielded > 500 and swaps > 100

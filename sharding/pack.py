@@ -929,17 +929,6 @@ def _hot_ranks_reference(state: Loads) -> list[int]:
     return hot
 
 
-def _pieces_on(pieces: list[Piece], ranks: list[int]) -> dict[int, list[Piece]]:
-    """The pieces on each of `ranks`, in `pieces`' order, from one pass (issue 16: a pass over every piece per hot
-    rank, f88: ~6% of `retype`)."""
-    on: dict[int, list[Piece]] = {a: [] for a in ranks}
-    for p in pieces:
-        got = on.get(p.rank)
-        if got is not None:
-            got.append(p)
-    return on
-
-
 def _rank_snapshot(state: Loads, a: int) -> tuple:
     """What `Loads.take` on rank `a` changes (L's and count's column a, each tier's use of a), for `_rank_restore`
     (issue 16: `_snapshot` copied every rank's loads around each table-wise trial; `_try_split` changes nothing)."""
@@ -992,20 +981,19 @@ def retype(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, 
     for _ in range(rounds):
         j0, s0 = state.objective()
         trial = _round_memo(merge)  # the loads are as they were at each trial of a round
-        hot = _hot_ranks(state)[:HOT_RANKS]
-        on = _pieces_on(pieces, hot)
         done = False
-        for a in hot:
-            on_a = sorted(on[a], key=heavy)
+        for a in _hot_ranks(state)[:HOT_RANKS]:
+            on_a = sorted([p for p in pieces if p.rank == a], key=heavy)  # a list: no generator step per piece
             for p in on_a[:HOT_TABLES]:
                 t = tables[p.table]
                 if p.st == TW:
                     snap = _rank_snapshot(state, a)
                     state.take(a, TW, p.vec, p.mem)
-                    found = _try_split(state, cuts(t), j0)
+                    c = cuts(t)
+                    found = _try_split(state, c, j0)
                     if found is not None and better(*found[0], 0.0, j0, s0):
                         _, st, ranks, new = found
-                        _apply_cut(state, cuts(t), st, ranks, new, sp(t, st, len(ranks)) - sp(t, TW, 1))
+                        _apply_cut(state, c, st, ranks, new, sp(t, st, len(ranks)) - sp(t, TW, 1))
                         pieces = [q for q in pieces if q is not p] + new
                         layout[t.name] = (st, [] if st == CW else ranks)
                         done = True

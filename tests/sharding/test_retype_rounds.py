@@ -1,7 +1,7 @@
 """`pack.retype`'s per-round fast paths (issue 16) give the bits of the paths they replace: the hot ranks' keys
-as one numpy product (`_hot_ranks` against `_hot_ranks_reference`), the pieces per hot rank from one pass
-(`_pieces_on`), rank `a`'s snapshot around a table-wise trial (`_rank_snapshot` against `_snapshot`), the re-cut
-applied from the table's `Cuts` (`_apply_cut` against `_apply`), and `retype` with all of them as before."""
+as one numpy product (`_hot_ranks` against `_hot_ranks_reference`), rank `a`'s snapshot around a table-wise trial
+(`_rank_snapshot` against `_snapshot`), the re-cut applied from the table's `Cuts` (`_apply_cut` against
+`_apply`), and `retype` with all of them as before."""
 from __future__ import annotations
 
 import copy
@@ -39,18 +39,6 @@ def test_the_hot_ranks_sort_as_one_product_per_rank() -> None:
             assert got == pack._hot_ranks_reference(state)
             checked += len(got) > 2
     assert checked > 10
-
-
-def test_the_pieces_per_hot_rank_are_those_a_pass_per_rank_finds() -> None:
-    """`_pieces_on` gives each rank the pieces on it in `pieces`' order (the same objects), and no others."""
-    for _, fresh in _placed_states(SEEDS[:4]):
-        _, pieces, _ = fresh()
-        ranks = sorted({p.rank for p in pieces})[:3] + [10 ** 6]
-        on = pack._pieces_on(pieces, ranks)
-        assert list(on) == ranks
-        for a in ranks:
-            want = [p for p in pieces if p.rank == a]
-            assert len(on[a]) == len(want) and all(x is y for x, y in zip(on[a], want, strict=True))
 
 
 def test_a_rank_snapshot_restores_a_take_as_the_full_snapshot() -> None:
@@ -100,8 +88,8 @@ def test_a_recut_applied_from_the_cuts_puts_as_apply() -> None:
 
 
 def test_retype_with_its_round_paths_retypes_as_with_the_paths_they_replace(monkeypatch) -> None:  # noqa: ANN001
-    """`retype` with `_hot_ranks`, `_pieces_on`, `_rank_snapshot` and `_apply_cut`, and with the forms they replace
-    (a product per hot rank, a pass over the pieces per hot rank, the full snapshot, `_apply`): the same loads,
+    """`retype` with `_hot_ranks`, `_rank_snapshot` and `_apply_cut`, and with the forms they replace (a product
+    per hot rank, the full snapshot, `_apply`): the same loads,
     fixed cost, spread, layout and pieces, bit for bit; some tables change type."""
     def run() -> list:
         out = []
@@ -114,8 +102,6 @@ def test_retype_with_its_round_paths_retypes_as_with_the_paths_they_replace(monk
 
     fast = run()
     monkeypatch.setattr(pack, "_hot_ranks", pack._hot_ranks_reference)
-    monkeypatch.setattr(pack, "_pieces_on", lambda pieces, ranks: {a: [p for p in pieces if p.rank == a]
-                                                                  for a in ranks})
     monkeypatch.setattr(pack, "_rank_snapshot", lambda state, a: pack._snapshot(state))
     monkeypatch.setattr(pack, "_rank_restore", lambda state, a, snap: pack._restore(state, snap))
     monkeypatch.setattr(pack, "_apply_cut", lambda state, c, st, ranks, new, spread:

@@ -917,8 +917,14 @@ def _hot_ranks(state: Loads) -> list[int]:
     hot = [r for r in dict.fromkeys(top[0][top[1][:, 0] > 0, 0].tolist()) if r >= 0]
     if len(hot) < 2:
         return hot
-    key = (-np.ascontiguousarray(state.L.T[hot] * state.res.weight).sum(axis=1)).tolist()
+    key = _rank_keys(state, hot)
     return [hot[i] for i in sorted(range(len(hot)), key=key.__getitem__)]
+
+
+def _rank_keys(state: Loads, ranks: list[int]) -> list[float]:
+    """−(L[:, r] · weight) for each of `ranks`, in one numpy product: the rows of a C-contiguous (n, K) array, each
+    summed as numpy sums one vector (pairwise), so the bits of a sum per rank (tests check them)."""
+    return (-np.ascontiguousarray(state.L.T[ranks] * state.res.weight).sum(axis=1)).tolist()
 
 
 def _hot_ranks_reference(state: Loads) -> list[int]:

@@ -24,9 +24,10 @@ def _copy(s):  # noqa: ANN001, ANN202
 
 
 def test_the_hot_ranks_sort_as_one_product_per_rank() -> None:
-    """`_hot_ranks` orders the hot ranks as `_hot_ranks_reference` on packings and on random loads with repeated
-    columns (equal keys: the stable order) and many hot ranks, so the 2-D sum has rows longer than 8."""
-    rng, checked = np.random.default_rng(3), 0
+    """`_hot_ranks` orders the hot ranks as `_hot_ranks_reference`, its keys with the bits of a sum per rank, on
+    packings, on random loads (10 rows: numpy's pairwise sum is not a left-to-right one) with many hot ranks, and
+    with every key equal (a zero weight: the stable order)."""
+    rng, checked, ties = np.random.default_rng(3), 0, 0
     for _, fresh in _placed_states(SEEDS):
         state, pieces, _ = fresh()
         pack.local_search(state, pieces, 50)
@@ -38,7 +39,18 @@ def test_the_hot_ranks_sort_as_one_product_per_rank() -> None:
             got = pack._hot_ranks(state)
             assert got == pack._hot_ranks_reference(state)
             checked += len(got) > 2
-    assert checked > 10
+            ranks = list(range(w))
+            want = [-float((state.L[:, r] * state.res.weight).sum()) for r in ranks]
+            assert np.array(pack._rank_keys(state, ranks)).tobytes() == np.array(want).tobytes()
+        weight = state.res.weight.copy()  # all keys −0.0: the hot ranks in the order they were found
+        try:
+            state.res.weight[:] = 0.0
+            got = pack._hot_ranks(state)
+            assert got == pack._hot_ranks_reference(state) and got != sorted(got, reverse=True)
+            ties += len(got) > 2
+        finally:
+            state.res.weight[:] = weight
+    assert checked > 10 and ties > 3
 
 
 def test_a_rank_snapshot_restores_a_take_as_the_full_snapshot() -> None:

@@ -908,48 +908,6 @@ def _apply(state: Loads, shard: Shard, t: TableSpec, st: ShardingType, ranks: li
     _refresh_const(state)
 
 
-def _hot_ranks(state: Loads) -> list[int]:
-    """`retype`'s hot ranks: the ranks holding some row's maximum (> 0), heaviest first by −(L[:, r] · weight), the
-    sort stable. The keys are one numpy product of the hot columns, each row summed as numpy sums one vector (a
-    contiguous row: the same pairwise sum, the same bits; issue 16: one product and sum per rank every round;
-    tests check `_hot_ranks_reference`)."""
-    top = state.top3()
-    hot = [r for r in dict.fromkeys(top[0][top[1][:, 0] > 0, 0].tolist()) if r >= 0]
-    if len(hot) < 2:
-        return hot
-    key = _rank_keys(state, hot)
-    return [hot[i] for i in sorted(range(len(hot)), key=key.__getitem__)]
-
-
-def _rank_keys(state: Loads, ranks: list[int]) -> list[float]:
-    """−(L[:, r] · weight) for each of `ranks`, in one numpy product: the rows of a C-contiguous (n, K) array, each
-    summed as numpy sums one vector (pairwise), so the bits of a sum per rank (tests check them)."""
-    return (-np.ascontiguousarray(state.L.T[ranks] * state.res.weight).sum(axis=1)).tolist()
-
-
-def _hot_ranks_reference(state: Loads) -> list[int]:
-    """`_hot_ranks` with one product and sum per rank (the form `retype` had)."""
-    top = state.top3()
-    hot = [int(r) for r in dict.fromkeys(top[0][top[1][:, 0] > 0, 0].tolist()) if r >= 0]
-    hot.sort(key=lambda r: -float((state.L[:, r] * state.res.weight).sum()))
-    return hot
-
-
-def _rank_snapshot(state: Loads, a: int) -> tuple:
-    """What `Loads.take` on rank `a` changes (L's and count's column a, each tier's use of a), for `_rank_restore`
-    (issue 16: `_snapshot` copied every rank's loads around each table-wise trial; `_try_split` changes nothing)."""
-    return state.L[:, a].copy(), state.count[:, a].copy(), [state.used[x][a] for x in state.tiers]
-
-
-def _rank_restore(state: Loads, a: int, snap: tuple) -> None:
-    """Rank `a`'s loads as `_rank_snapshot` kept them: the same bits `_restore` gives after a `take` on `a`."""
-    col, cnt, used = snap
-    state.L[:, a] = col
-    state.count[:, a] = cnt
-    for x, u in zip(state.tiers, used, strict=True):
-        state.used[x][a] = u
-
-
 def _apply_cut(state: Loads, c: Cuts, st: ShardingType, ranks: list[int], new: list[Piece], spread: float) -> None:
     """`_apply` of `_try_split`'s re-cut from the table's `Cuts` (the shards `_try_split` priced, the same objects
     `shard` returns): the column-wise blocks as the new pieces hold them, `put` rank by rank; the replicas in
@@ -987,13 +945,16 @@ def retype(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, 
     for _ in range(rounds):
         j0, s0 = state.objective()
         trial = _round_memo(merge)  # the loads are as they were at each trial of a round
+        top = state.top3()
+        hot = [int(r) for r in dict.fromkeys(top[0][top[1][:, 0] > 0, 0].tolist()) if r >= 0]
+        hot.sort(key=lambda r: -float((state.L[:, r] * state.res.weight).sum()))
         done = False
-        for a in _hot_ranks(state)[:HOT_RANKS]:
+        for a in hot[:HOT_RANKS]:
             on_a = sorted([p for p in pieces if p.rank == a], key=heavy)  # a list: no generator step per piece
             for p in on_a[:HOT_TABLES]:
                 t = tables[p.table]
                 if p.st == TW:
-                    snap = _rank_snapshot(state, a)
+                    snap = _snapshot(state)
                     state.take(a, TW, p.vec, p.mem)
                     c = cuts(t)
                     found = _try_split(state, c, j0)
@@ -1004,7 +965,7 @@ def retype(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, 
                         layout[t.name] = (st, [] if st == CW else ranks)
                         done = True
                         break
-                    _rank_restore(state, a, snap)
+                    _restore(state, snap)
                 elif p.st == CW:
                     blocks = [q for q in pieces if q.table == p.table]
                     delta, v, m = _merged_shard(cuts(t), len(blocks), sp)

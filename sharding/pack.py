@@ -908,6 +908,23 @@ def _apply(state: Loads, shard: Shard, t: TableSpec, st: ShardingType, ranks: li
     _refresh_const(state)
 
 
+def _apply_cut(state: Loads, c: Cuts, st: ShardingType, ranks: list[int], new: list[Piece], spread: float) -> None:
+    """`_apply` of `_try_split`'s re-cut from the table's `Cuts` (the shards `_try_split` priced, the same objects
+    `shard` returns): the column-wise blocks as the new pieces hold them, `put` rank by rank; the replicas in
+    one `put_ranks`; the table-row-wise group by `_put_cut`; then `_refresh_const` (issue 16: `_apply`'s `shard`
+    look-ups and h `put`s, f88: 605 calls; tests check `_apply`)."""
+    if st == CW:
+        for p in new:
+            state.put(p.rank, CW, p.vec, p.mem)
+        state.spread += spread
+    elif st == DP:
+        state.put_ranks(slice(0, state.L.shape[1]), DP, *c.dp)
+        state.spread += spread
+    else:
+        _put_cut(state, c, st, ranks[0], spread)
+    _refresh_const(state)
+
+
 def retype(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, TableSpec], shard: Shard,
            rounds: int = RETYPE_ROUNDS, spread: Spread | None = None, merge: Merge | None = None,
            cuts: Callable[[TableSpec], Cuts] | None = None) -> list[Piece]:
@@ -933,16 +950,17 @@ def retype(state: Loads, pieces: list[Piece], layout: Layout, tables: dict[str, 
         hot.sort(key=lambda r: -float((state.L[:, r] * state.res.weight).sum()))
         done = False
         for a in hot[:HOT_RANKS]:
-            on_a = sorted((p for p in pieces if p.rank == a), key=heavy)
+            on_a = sorted([p for p in pieces if p.rank == a], key=heavy)  # a list: no generator step per piece
             for p in on_a[:HOT_TABLES]:
                 t = tables[p.table]
                 if p.st == TW:
                     snap = _snapshot(state)
                     state.take(a, TW, p.vec, p.mem)
-                    found = _try_split(state, cuts(t), j0)
+                    c = cuts(t)
+                    found = _try_split(state, c, j0)
                     if found is not None and better(*found[0], 0.0, j0, s0):
                         _, st, ranks, new = found
-                        _apply(state, shard, t, st, ranks, sp(t, st, len(ranks)) - sp(t, TW, 1))
+                        _apply_cut(state, c, st, ranks, new, sp(t, st, len(ranks)) - sp(t, TW, 1))
                         pieces = [q for q in pieces if q is not p] + new
                         layout[t.name] = (st, [] if st == CW else ranks)
                         done = True

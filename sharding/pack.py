@@ -756,16 +756,9 @@ def _try_split(state: Loads, c: Cuts, j0: float = np.inf,
         # the score once a replica is on every rank (DP present), as `put_ranks` sums it and `_refresh_const`
         # prices it, in one compiled call (`_dp_score_reference`)
         const = state.res.const_mask(pmask | _BIT[DP]) + ((state.spread + (c.sp_dp - was)) + 0.0) / w
-        res = state.res
-        j, s = replicas_score(state.L, state.count, res.hold, res.s0, res.s1, GROUP[DP], v, const)
-        if best is None or (j, s) < best[0]:
-            best = ((j, s), DP, list(range(w)), [])
+        best = _or_replicas(state, v, const, best)
     if c.twrw and not hopeless(TWRW, c.sp_twrw - was):
-        ok, j, s = state.host_scores_arrays(STYPES.index(TWRW), c.twrw_vecs, c.twrw_bytes,
-                                            state.const_with_mask(pmask | _BIT[TWRW], c.sp_twrw - was))
-        host = lexmin_host(ok, j, s)  # `_lexmin`, compiled
-        if host >= 0 and (best is None or (float(j[host]), float(s[host])) < best[0]):
-            best = ((float(j[host]), float(s[host])), TWRW, list(range(host * h, host * h + h)), [])
+        best = _or_host(state, c, state.const_with_mask(pmask | _BIT[TWRW], c.sp_twrw - was), h, best)
     return best
 
 
@@ -794,16 +787,27 @@ def _try_split_reference(state: Loads, c: Cuts, j0: float = np.inf,
         dsums[GROUP[DP]] += w  # and `_refresh_const` prices it, in one compiled call (`_dp_score_reference`)
         const = state.res.const({STYPES[g] for g in np.flatnonzero(dsums > 0)}) + \
             ((state.spread + (c.sp_dp - was)) + 0.0) / w
-        res = state.res
-        j, s = replicas_score(state.L, state.count, res.hold, res.s0, res.s1, GROUP[DP], v, const)
-        if best is None or (j, s) < best[0]:
-            best = ((j, s), DP, list(range(w)), [])
+        best = _or_replicas(state, v, const, best)
     if c.twrw and not hopeless(TWRW, c.sp_twrw - was):
-        ok, j, s = state.host_scores_arrays(STYPES.index(TWRW), c.twrw_vecs, c.twrw_bytes,
-                                            state.const_with(present | {TWRW}, c.sp_twrw - was))
-        host = lexmin_host(ok, j, s)  # `_lexmin`, compiled
-        if host >= 0 and (best is None or (float(j[host]), float(s[host])) < best[0]):
-            best = ((float(j[host]), float(s[host])), TWRW, list(range(host * h, host * h + h)), [])
+        best = _or_host(state, c, state.const_with(present | {TWRW}, c.sp_twrw - was), h, best)
+    return best
+
+
+def _or_replicas(state: Loads, v: np.ndarray, const: float, best: tuple | None) -> tuple | None:
+    """`best`, or the data-parallel re-cut (a replica of vector `v` on every rank, fixed cost `const`) where its
+    (J, secondary) is less, scored in one compiled call (`_dp_score_reference`)."""
+    res, w = state.res, state.L.shape[1]
+    j, s = replicas_score(state.L, state.count, res.hold, res.s0, res.s1, GROUP[DP], v, const)
+    return ((j, s), DP, list(range(w)), []) if best is None or (j, s) < best[0] else best
+
+
+def _or_host(state: Loads, c: Cuts, const: float, h: int, best: tuple | None) -> tuple | None:
+    """`best`, or the table-row-wise re-cut on its best host of h ranks (fixed cost `const`) where its (J,
+    secondary) is less (`_lexmin`, compiled)."""
+    ok, j, s = state.host_scores_arrays(STYPES.index(TWRW), c.twrw_vecs, c.twrw_bytes, const)
+    host = lexmin_host(ok, j, s)
+    if host >= 0 and (best is None or (float(j[host]), float(s[host])) < best[0]):
+        return (float(j[host]), float(s[host])), TWRW, list(range(host * h, host * h + h)), []
     return best
 
 

@@ -47,6 +47,20 @@ def _both_states(seeds: tuple[int, ...]):  # noqa: ANN202
     yield from _overhead_states(seeds)
 
 
+def _tw_taken(states):  # noqa: ANN001, ANN202
+    """For each packing of `states` after a local search, each table-wise piece taken off in turn: (loads without
+    it, the piece, its table's `Cuts`, the packing's J); the loads are restored after each."""
+    for b, fresh in states:
+        state, pieces, _ = fresh()
+        pack.local_search(state, pieces, 50)
+        j = state.objective()[0]
+        for p in [p for p in pieces if p.st == TW]:
+            snap = pack._snapshot(state)
+            state.take(p.rank, TW, p.vec, p.mem)
+            yield state, p, b.cuts(b.cost.tables[p.table]), j
+            pack._restore(state, snap)
+
+
 def _pieces_key(got: tuple | None) -> tuple | None:
     if got is None:
         return None
@@ -135,32 +149,23 @@ def test_the_column_wise_recuts_stacked_once_per_table_pick_as_stacked_per_call(
     bits and pieces of `_best_cut` stacking `Cuts.column()` on the call and of `_best_cut_reference`; the arrays
     are made once and equal the stacked re-cuts."""
     found = 0
-    for b, fresh in _placed_states(SEEDS):
-        state, pieces, _ = fresh()
-        pack.local_search(state, pieces, 50)
-        j = state.objective()[0]
-        for p in [p for p in pieces if p.st == TW]:
-            snap = pack._snapshot(state)
-            state.take(p.rank, TW, p.vec, p.mem)
-            c = b.cuts(b.cost.tables[p.table])
-            cw = c.column()
-            if cw:
-                arrays = c.column_arrays()
-                assert c.column_arrays() is arrays
-                want = (np.array([x[4] for x in cw]), np.array([x[1] for x in cw]), np.array([x[3] for x in cw]),
-                        np.array([x[0] for x in cw], dtype=np.int64))
-                for a, x in zip(arrays, want, strict=True):
-                    assert a.dtype == x.dtype and a.shape == x.shape and a.tobytes() == x.tobytes()
-                sums = state.count.sum(axis=1)
-                pmask = sum(1 << int(g) for g in np.flatnonzero(sums > 0))
-                for j0 in (math.inf, j, j * 0.999):
-                    got = pack._best_cut(state, p.table, cw, c.sp_tw, pmask, j0, arrays)
-                    assert _pieces_key(got) == _pieces_key(pack._best_cut(state, p.table, cw, c.sp_tw, pmask,
-                                                                         j0))
-                    assert _pieces_key(got) == _pieces_key(pack._best_cut_reference(state, p.table, cw, c.sp_tw,
-                                                                                   pmask, j0))
-                    found += got is not None
-            pack._restore(state, snap)
+    for state, p, c, j in _tw_taken(_placed_states(SEEDS)):
+        cw = c.column()
+        if cw:
+            arrays = c.column_arrays()
+            assert c.column_arrays() is arrays
+            want = (np.array([x[4] for x in cw]), np.array([x[1] for x in cw]), np.array([x[3] for x in cw]),
+                    np.array([x[0] for x in cw], dtype=np.int64))
+            for a, x in zip(arrays, want, strict=True):
+                assert a.dtype == x.dtype and a.shape == x.shape and a.tobytes() == x.tobytes()
+            sums = state.count.sum(axis=1)
+            pmask = sum(1 << int(g) for g in np.flatnonzero(sums > 0))
+            for j0 in (math.inf, j, j * 0.999):
+                got = pack._best_cut(state, p.table, cw, c.sp_tw, pmask, j0, arrays)
+                assert _pieces_key(got) == _pieces_key(pack._best_cut(state, p.table, cw, c.sp_tw, pmask, j0))
+                assert _pieces_key(got) == _pieces_key(pack._best_cut_reference(state, p.table, cw, c.sp_tw,
+                                                                               pmask, j0))
+                found += got is not None
     assert found > 20
 
 
@@ -297,21 +302,13 @@ def test_try_split_picks_as_with_sets_of_groups() -> None:
     (J, secondary) bits and pieces for every table-wise piece of some packings taken off, with no bound, the
     packing's J and a bound only some re-cuts pass, also where groups have fixed costs; every re-cut type found."""
     kinds, absent = set(), set()
-    for b, fresh in _both_states(SEEDS):
-        state, pieces, _ = fresh()
-        pack.local_search(state, pieces, 50)
-        j = state.objective()[0]
-        for p in [p for p in pieces if p.st == TW]:
-            snap = pack._snapshot(state)
-            state.take(p.rank, TW, p.vec, p.mem)
-            c = b.cuts(b.cost.tables[p.table])
-            for j0 in (math.inf, j, j * 0.999):
-                got = pack._try_split(state, c, j0)
-                assert _pieces_key(got) == _pieces_key(pack._try_split_reference(state, c, j0))
-                kinds.add(got and got[1])
-                if got and not state.count[pack.GROUP[got[1]]].any() and b.res.const_mask(0) > 0:
-                    absent.add(got[1])  # a type picked while its group was absent, with fixed costs
-            pack._restore(state, snap)
+    for state, _, c, j in _tw_taken(_both_states(SEEDS)):
+        for j0 in (math.inf, j, j * 0.999):
+            got = pack._try_split(state, c, j0)
+            assert _pieces_key(got) == _pieces_key(pack._try_split_reference(state, c, j0))
+            kinds.add(got and got[1])
+            if got and not state.count[pack.GROUP[got[1]]].any() and state.res.const_mask(0) > 0:
+                absent.add(got[1])  # a type picked while its group was absent, with fixed costs
     assert kinds == {None, pack.CW, pack.DP, pack.TWRW} and absent >= {pack.TWRW}
 
 

@@ -48,7 +48,7 @@ from scipy.sparse import coo_array
 
 from embedding.spec import DTYPE_BYTES
 from sharding.bound_cut import hot_rank_cut
-from sharding.cost import CostModel, _harmonic
+from sharding.cost import CostModel
 from sharding.layouts import column_splits, row_sizes
 from sharding.plan import ShardingType
 from sharding.trec_cost import TorchRecCostModel
@@ -474,31 +474,16 @@ def _tier_penalty(cost: CostModel) -> float:
     return total
 
 
-def _zipf_miss_rates(rows: int, alpha: float, kept: list) -> np.ndarray:
-    """`zipf_miss_rate(rows, alpha, f)` (`CostModel.miss_rate` of a Zipf table without a measured curve) at each
-    kept share f (numpy scalars, strictly between 0 and 1 but for the ends): the same harmonic numbers (called
-    with the same arguments) and the same operations, without two calls and H(rows, alpha) per share (the
-    bound's tier penalty asks 41 shares of every table)."""
-    whole = _harmonic(rows, alpha)
-    out = np.empty(len(kept))
-    for i, f in enumerate(kept):
-        out[i] = 1.0 if f <= 0 else 0.0 if f >= 1 else 1.0 - _harmonic(max(f * rows, 1.0), alpha) / whole
-    return np.where(out > 0.0, out, 0.0)  # max(0.0, x): x only where x > 0.0
-
-
 def _penalty_segments(cost: CostModel, per_byte: float) -> list[tuple[float, float]]:
     """Every table's (width, slope) segments of its demotion penalty's convex minorant, in table order: each
-    table's penalty at the grid's shares (`miss_rate` at the same kept shares, 1 - x, as numpy scalars), the
+    table's penalty at the grid's shares (`miss_rates` at the same kept shares, 1 - x, as numpy scalars), the
     points of all tables as rows and their hulls in one compiled call (`_hull_rows`, not `_hull_segments` per
     table)."""
     kept = [1 - x for x in _GRID]
     pens = []
     for t in cost.workload.tables:
         k = cost._traffic(t, TW, t.rows)[0] * t.dim * DTYPE_BYTES[t.dtype] * per_byte
-        if t.access.kind == "zipf" and t.name not in cost.miss_curves:  # non-decreasing in the demoted share
-            pens.append((k * _zipf_miss_rates(t.rows, t.access.alpha, kept)).tolist())
-        else:
-            pens.append([k * cost.miss_rate(t, f) for f in kept])
+        pens.append((k * cost.miss_rates(t, kept)).tolist())  # non-decreasing in the demoted share
     # demoting more than x_i costs at least pen(x_i): the step function's convex minorant bounds the penalty
     # from below whether or not the miss curve is convex (measured LRU curves need not be)
     n = len(pens)

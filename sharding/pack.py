@@ -1120,7 +1120,8 @@ def _unreplicate(state: Loads, pieces: list[Piece], layout: Layout, tables: dict
     instead (one table-wise piece on its best rank, or table-row-wise on its best host), each change kept if it alone
     improves (J, secondary). Returns the pieces, a new list if some table changed. Each trial is one compiled call
     on copies of the loads (`unreplicate_kernel.unreplicate_trial`; `_unreplicate_reference` is its numpy form,
-    the same changes); the fixed costs it needs are computed here, from the sets of groups the numpy form builds.
+    the same changes); the fixed costs it needs are computed here, from masks of the groups the numpy form
+    prices as sets (`Resources.const_mask`: the same floats).
     `cuts`: each table's `Cuts` from these `shard` and `spread` (None: made here, once per table)."""
     cuts = cuts or _cuts_memo(state.topology, shard, spread)
     w = state.L.shape[1]
@@ -1137,35 +1138,35 @@ def _unreplicate(state: Loads, pieces: list[Piece], layout: Layout, tables: dict
     no_vecs, no_mems = np.zeros((0, res.K)), np.zeros((0, len(tiers)))
     sums = state.count.sum(axis=1).tolist()  # holders per group: which groups are present (`_refresh_const`)
 
-    def const(idx: list[int], sp: float) -> float:  # `Loads.const_with` of the set `_refresh_const` builds
-        return res.const({STYPES[g] for g in idx}) + (sp + 0.0) / w
+    def const(mask: int, sp: float) -> float:  # `Loads.const_with_mask` with `sp` as the spread
+        return res.const_mask(mask) + (sp + 0.0) / w
 
-    state.const = const([g for g, n in enumerate(sums) if n > 0], state.spread)  # `_refresh_const`
+    state.const = const(_mask(sums), state.spread)  # `_refresh_const`
 
     for name in dp[:trials]:
         t, (v, m) = tables[name], rep[name]
         c = cuts(t)
-        off = [g for g, n in enumerate(sums) if n - (w if g == gdp else 0) > 0]  # groups present, replicas off
+        off = _mask([n - (w if g == gdp else 0) for g, n in enumerate(sums)])  # groups present, replicas off
         sp_off = state.spread - c.sp_dp
         c_off = const(off, sp_off)
         tr_vecs, tr_mems, c_twrw = no_vecs, no_mems, 0.0
         if rowwise:
             tr_vecs, tr_mems = c.twrw_vecs, c.twrw_bytes
-            c_twrw = res.const({STYPES[g] for g in off} | {TWRW}) + (sp_off + c.sp_twrw) / w
+            c_twrw = res.const_mask(off | _BIT[TWRW]) + (sp_off + c.sp_twrw) / w
         tv, tm = c.tw
         sp_tw = c.sp_tw
         code, where = unreplicate_trial(
             state.L, state.count, res.hold, res.weight, res.s0, res.s1, np.stack([state.used[x] for x in tiers]),
             cap, state.const, gdp, v, c.dp_bytes, c_off, gtwrw, tr_vecs, tr_mems,
             c_twrw, gtw, tv, c.tw_bytes, c_off + sp_tw / w,
-            const(sorted({*off, gtw}), sp_off + sp_tw))
+            const(off | _BIT[TW], sp_off + sp_tw))
         if code < 0:
             continue
         state.take_ranks(slice(0, w), DP, v, m)  # the change the trial found, applied as the numpy form applies it
         state.spread -= c.sp_dp
         st, ranks = (TWRW, list(range(where * h, where * h + h))) if code == 0 else (TW, [where])
         sums = _put_cut(state, c, st, where * h if code == 0 else where, spread(t, st, len(ranks)))
-        state.const = const([g for g, n in enumerate(sums) if n > 0], state.spread)  # `_refresh_const`'s
+        state.const = const(_mask(sums), state.spread)  # `_refresh_const`'s
         layout[name] = (st, [] if st in (TW, CW) else ranks)
         pieces = pieces + ([Piece(t.name, TW, tv, tm, where)] if st == TW else [])  # a new list: `finish` reads it
     return pieces

@@ -490,16 +490,13 @@ def model_space(cost: Any, trec: Any) -> tuple[list[Option], list[tuple[float, f
     there is a slow tier, dense for data-parallel), each shard's perf by `TorchRecCostModel` (TorchRec's
     estimator, to 1e-9) and its memory by our `CostModel.shard_memory` (TorchRec's storage estimator within a
     few % per shard: buffers are counted differently); per-rank capacity from our topology (`cost.topology`,
-    inputs reserved). Once per `optimize` (small instances): each layout's runs found once for its kernels and
-    each run's terms read from the models' memos (keyed as `shard_cost` and `shard_memory` key them; a miss
-    calls them), not two calls and a dict copy per run."""
+    inputs reserved). Once per `optimize` (small instances): each layout's runs found once for its kernels."""
     topo, workload = cost.topology, cost.workload
     fast = topo.fast.name
     slow = topo.tiers[1].name if len(topo.tiers) > 1 and topo.device == "cuda" else None
     W, H = topo.world_size, min(topo.ranks_per_host, topo.world_size)
     fused = [("fused", fast, 0.0)] + ([("fused_uvm", slow, 0.0), ("fused_uvm_caching", slow, 0.2)] if slow else [])
     dense = [("dense", fast, 0.0)]
-    perfs, mems = trec._memo, cost._memo
     out: list[Option] = []
     for t in workload.tables:
         for st, blocks in _layouts(t, W, H):
@@ -510,10 +507,9 @@ def model_space(cost: Any, trec: Any) -> tuple[list[Option], list[tuple[float, f
             name, blocks = st.value, tuple(blocks)
             for kernel, tier, cf in dense if st == ShardingType.DATA_PARALLEL else fused:
                 perf, storage = [], []
-                for rows, cols, n in runs:  # each model's memo read first (`shard_cost`'s, `shard_memory`'s key)
-                    c = perfs.get((t.name, st, cols, tier, cf)) or trec.shard_cost(t, st, rows, cols, tier, cf)
-                    m = mems.get(("m", t.name, st, rows, cols, tier, cf)) or cost.shard_memory(t, st, rows, cols,
-                                                                                               tier, cf)
+                for rows, cols, n in runs:
+                    c = trec.shard_cost(t, st, rows, cols, tier, cf)
+                    m = cost.shard_memory(t, st, rows, cols, tier, cf)
                     perf += [(c.fwd_compute, c.fwd_comms, c.bwd_compute, c.bwd_comms, c.optimizer)] * n
                     storage += [(m.get(fast, 0.0), m.get(slow, 0.0) if slow else 0.0)] * n
                 out.append(Option(t.name, name, kernel, tuple(perf), tuple(storage), blocks, cf))

@@ -87,7 +87,7 @@ def _curves(wl, rng: random.Random) -> dict:
 @pytest.mark.parametrize("seed", [0, 11, 18, 27, 54, 73, 88])
 def test_penalty_segments_are_the_former_per_table_loop_bit_for_bit(seed) -> None:
     """Family instances whose weights overflow the fast tier (f88 does not: its segments are still compared),
-    with the model's own miss rates (Zipf: `_zipf_miss_rates`; uniform tables) and with measured curves."""
+    with the model's own miss rates (Zipf: `zipf_miss_rates`; uniform tables) and with measured curves."""
     inst = instance(seed)
     rt = inst.topology.reserve_inputs(inst.workload.ids_per_batch)
     wl = inst.workload  # the family's tables are Zipf: a third of them uniform too (`miss_rate`'s other branch)
@@ -104,10 +104,10 @@ def test_penalty_segments_are_the_former_per_table_loop_bit_for_bit(seed) -> Non
 
 
 def test_zipf_miss_rates_are_zipf_miss_rate_bit_for_bit() -> None:
-    """`_zipf_miss_rates` against `zipf_miss_rate` share by share: the grid's kept shares and random ones (0 and
+    """`zipf_miss_rates` against `zipf_miss_rate` share by share: the grid's kept shares and random ones (0 and
     1 included), tables from 1 row (f·rows < 1) to 10^10, α = 1 (the logarithm) and others."""
-    from sharding.bounds import _zipf_miss_rates
     from sharding.cost import zipf_miss_rate
+    from sharding.cost import zipf_miss_rates as _zipf_miss_rates
     rng = np.random.default_rng(17)
     grid = [1 - x for x in _GRID]
     for case in range(300):

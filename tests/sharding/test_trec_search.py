@@ -251,7 +251,7 @@ def test_proposers_index_rows_are_the_python_proposers_sequences() -> None:
 
 
 def _former_model_space(cost, trec) -> tuple:
-    """`model_space` before its runs were found once per layout and its terms read from the memos first."""
+    """`model_space` before its runs were found once per layout."""
     import itertools
     import operator
 
@@ -289,7 +289,7 @@ def _former_model_space(cost, trec) -> tuple:
 
 @pytest.mark.parametrize("seed", [5, 41, 73, 88, 118])
 def test_model_space_is_the_former_enumeration_bit_for_bit(seed) -> None:
-    """`model_space` (runs once per layout, memos read first) against the former per-kernel calls: the same
+    """`model_space` (runs once per layout) against the former per-kernel calls: the same
     options (repr: every float's digits), capacity and local size, on fresh models (each memo then holds the
     same entries in the same order) and on models whose memos hold some entries already (as in `optimize`)."""
     from sharding.family import instance
